@@ -12,6 +12,7 @@ import numpy as np
 CUBE_HALF = 0.02
 BALL_RADIUS = 0.025
 PAD_RADIUS = 0.06
+EVAL_SEED_BASE = 1_000_000  # demonstrations use seeds below this
 OBJECTS = ("red_cube", "blue_cube", "yellow_ball", "green_pad")
 
 OBJECTS_XML = f"""

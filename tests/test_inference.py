@@ -1,0 +1,209 @@
+"""Inference clients: the synchronous sim-time client and the supervised worker process.
+
+ToyRuntime is a small deterministic numpy PolicyRuntime whose output encodes its inputs (state,
+image mean, prefix), so tests can tell exactly which observation and prefix a chunk came from.
+The other core tests import it from here.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from omni_vla.inference import SyncInference
+from omni_vla.worker import ProcessInference
+
+H, D, S, E = 16, 8, 64, 16
+STEP = 0.01
+
+
+class ToyRuntime:
+    """out[i] = state + (i + 1) * STEP * (1 + mean(front)); rows < prefix_len = prefix (pinned)."""
+
+    backend = "toy"
+    horizon = H
+    action_dim = D
+    max_prefix = 6
+    image_size = S
+    embedding_dim = E
+
+    def __init__(self, latency_s: float = 0.0, mode: str = "ok", record: bool = False) -> None:
+        self.latency_s = latency_s
+        self.mode = mode
+        self.record = record
+        self.requests: list[tuple[np.ndarray, np.ndarray]] = []  # (pinned prefix rows, state) when recording
+        self.calls = 0
+        self.encoded: list[str] = []
+        self.last_prefix_len = -1
+        self._ramp = np.arange(1, H + 1, dtype=np.float32)[:, None] * np.ones((1, D), np.float32) * STEP
+
+    def encode_instruction(self, text: str) -> np.ndarray:
+        self.encoded.append(text)
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+        return np.random.default_rng(seed).standard_normal(E).astype(np.float32)
+
+    def infer(self, front, wrist, state, instruction, prefix, prefix_len, noise, out) -> None:
+        self.calls += 1
+        self.last_prefix_len = prefix_len
+        if self.mode == "hang" and self.calls > 2:  # after the two warm-up calls
+            time.sleep(3600)
+        if self.mode == "crash_on_infer" and self.calls > 2:  # after the two warm-up calls
+            os._exit(3)
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        if self.record:
+            self.requests.append((prefix[0, :prefix_len].copy(), state[0].copy()))
+        np.multiply(self._ramp, 1.0 + front.mean(), out=out)
+        out += state
+        out[:prefix_len] = prefix[0, :prefix_len]
+
+    def close(self) -> None:
+        pass
+
+
+def toy_factory(backend: str, bundle_dir: str, threads: int) -> ToyRuntime:
+    """Worker-side factory; `bundle_dir` carries the toy's behaviour, e.g. "toy:latency=0.02"."""
+    opts = dict(kv.split("=") for kv in bundle_dir.partition(":")[2].split(",") if kv)
+    if opts.get("mode") == "fail_load":
+        raise FileNotFoundError(f"no bundle at {bundle_dir}")
+    return ToyRuntime(float(opts.get("latency", 0.0)), opts.get("mode", "ok"))
+
+
+def expected_chunk(state: np.ndarray, front_mean: float) -> np.ndarray:
+    ramp = np.arange(1, H + 1, dtype=np.float32)[:, None] * np.ones((1, D), np.float32) * STEP
+    return ramp * np.float32(1.0 + front_mean) + state.astype(np.float32)
+
+
+# ---------------------------------------------------------------- synchronous (sim-time) client
+def test_sync_client_releases_chunk_exactly_delay_ticks_after_request() -> None:
+    client = SyncInference(ToyRuntime(), delay_ticks=3, period_s=0.05)
+    client.state[0] = np.arange(D)
+    client.set_instruction("pick")
+    client.submit(10, 0, 0.5)
+    assert client.busy
+    assert [client.poll(t, 0.0) for t in (10, 11, 12)] == [None, None, None]
+    res = client.poll(13, 0.65)
+    assert res is not None and res.request_tick == 10
+    assert res.latency_s == pytest.approx(0.15)
+    np.testing.assert_allclose(res.actions, expected_chunk(client.state[0], 0.0), rtol=1e-6)
+    assert not client.busy and client.poll(14, 0.7) is None
+
+
+def test_sync_client_encodes_instruction_once_per_call_not_per_request() -> None:
+    rt = ToyRuntime()
+    client = SyncInference(rt)
+    client.set_instruction("open the drawer")
+    for t in range(5):
+        client.submit(t, 0, 0.0)
+        client.poll(t, 0.0)
+    assert rt.encoded == ["open the drawer"]
+    assert np.any(client.instruction != 0)
+
+
+# ---------------------------------------------------------------- worker process
+def _worker(spec: str, **kw) -> ProcessInference:
+    kw.setdefault("startup_timeout_s", 30.0)
+    return ProcessInference("toy", spec, factory=toy_factory, **kw).start()
+
+
+def _wait_result(client: ProcessInference, timeout: float = 5.0):
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        res = client.poll(0, 0.0)
+        if res is not None:
+            return res
+        time.sleep(0.001)
+    return None
+
+
+def test_worker_process_computes_chunk_from_shared_memory_inputs() -> None:
+    client = _worker("toy:latency=0.01")
+    try:
+        assert (client.horizon, client.action_dim, client.image_size) == (H, D, S)
+        assert client.pid != os.getpid()
+        client.set_instruction("stack the blocks")
+        client.front[:] = 0.5
+        client.state[0] = np.linspace(-1, 1, D)
+        client.submit(42, 0, 0.0)
+        assert client.busy
+        res = _wait_result(client)
+        assert res is not None and res.request_tick == 42
+        np.testing.assert_allclose(res.actions, expected_chunk(client.state[0], 0.5), rtol=1e-6)
+        assert 0.01 <= res.latency_s < 1.0
+        assert np.any(client.instruction != 0), "the worker wrote the instruction embedding"
+    finally:
+        client.close()
+    assert client.worker_state == "closed"
+
+
+def test_worker_pins_prefix_rows_sent_through_shared_memory() -> None:
+    client = _worker("toy:")
+    try:
+        client.set_instruction("x")
+        client.prefix[0, :3] = 7.0
+        client.submit(0, 3, 0.0)
+        res = _wait_result(client)
+        assert res is not None
+        np.testing.assert_array_equal(res.actions[:3], 7.0)
+        assert np.all(res.actions[3:] != 7.0)
+    finally:
+        client.close()
+
+
+def test_killed_worker_is_reported_then_restarted_with_backoff() -> None:
+    client = _worker("toy:latency=0.2", backoff_s=0.3)
+    try:
+        client.set_instruction("x")
+        client.submit(0, 0, 0.0)
+        first_pid = client.pid
+        os.kill(first_pid, signal.SIGKILL)
+        t_fail = time.perf_counter()
+        while client.healthy and time.perf_counter() - t_fail < 5:
+            client.poll(0, 0.0)
+        assert not client.healthy
+        assert "died" in client.reason and "restarting in 0.3 s" in client.reason
+        while not client.healthy and time.perf_counter() - t_fail < 30:
+            client.poll(0, 0.0)
+            time.sleep(0.005)
+        assert client.healthy
+        assert time.perf_counter() - t_fail >= 0.3, "restart waited for the backoff"
+        assert client.pid != first_pid and client.restarts == 1 and client.failures == 1
+        client.submit(1, 0, 0.0)
+        res = _wait_result(client)
+        assert res is not None and res.request_tick == 1
+    finally:
+        client.close()
+
+
+def test_hung_worker_is_killed_at_deadline_and_backoff_doubles() -> None:
+    client = _worker("toy:mode=hang", timeout_s=0.2, backoff_s=0.1)
+    try:
+        reasons = []
+        for attempt in range(2):
+            client.submit(attempt, 0, 0.0)
+            pid = client.pid
+            t0 = time.perf_counter()
+            while client.healthy and time.perf_counter() - t0 < 5:
+                client.poll(attempt, 0.0)
+            assert not client.healthy
+            assert time.perf_counter() - t0 >= 0.2, "not declared hung before the deadline"
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)  # the hung worker was killed and reaped
+            reasons.append(client.reason)
+            while not client.healthy and time.perf_counter() - t0 < 30:
+                client.poll(attempt, 0.0)
+                time.sleep(0.005)
+            assert client.healthy
+        assert "hung" in reasons[0] and "restarting in 0.1 s" in reasons[0]
+        assert "restarting in 0.2 s" in reasons[1], "second consecutive failure doubles the backoff"
+    finally:
+        client.close()
+
+
+def test_worker_that_cannot_load_fails_start_with_its_reason() -> None:
+    with pytest.raises(RuntimeError, match="no bundle at toy:mode=fail_load"):
+        _worker("toy:mode=fail_load")

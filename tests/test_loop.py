@@ -1,0 +1,131 @@
+"""Fixed-rate scheduler driven by a fake clock: absolute deadlines, overruns, missed-tick skipping."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from omni_vla.loop import ManualClock, MonotonicClock, Scheduler, TickStats
+
+PERIOD = 0.02
+
+
+class JitteryClock(ManualClock):
+    """Wakes up to `jitter` late, like an OS scheduler; `stall` makes chosen wake-ups very late."""
+
+    def __init__(self, jitter: float, seed: int = 0) -> None:
+        super().__init__(100.0)
+        self.jitter = jitter
+        self.rng = random.Random(seed)
+        self.stall: dict[int, float] = {}
+        self.wakes = 0
+
+    def sleep_until(self, deadline: float) -> None:
+        super().sleep_until(deadline)
+        self.t += self.rng.uniform(0, self.jitter) + self.stall.get(self.wakes, 0.0)
+        self.wakes += 1
+
+
+def run(clock: ManualClock, n: int, work=None) -> tuple[Scheduler, list[tuple[int, float, float]]]:
+    seen: list[tuple[int, float, float]] = []
+
+    def tick(k: int, t: float) -> None:
+        seen.append((k, t, clock.now()))
+        if work is not None:
+            work(k)
+
+    sched = Scheduler(1 / PERIOD, tick, clock=clock)
+    sched.run(max_ticks=n)
+    return sched, seen
+
+
+def test_deadlines_are_absolute_so_1000_ticks_do_not_drift() -> None:
+    clock = JitteryClock(jitter=0.004)
+    sched, seen = run(clock, 1000, work=lambda k: clock.advance(0.005))
+    t0 = sched.t0
+    assert [k for k, _, _ in seen] == list(range(1000))
+    for k, t, _ in seen:
+        assert t == t0 + k * PERIOD  # nominal times are t0 + k * period, never accumulated
+    last_wake = seen[-1][2]
+    # A relative sleep would be late by the sum of jitter and work (~7 s); absolute deadlines
+    # keep the 1000th tick within one jitter of its deadline.
+    assert 0 <= last_wake - (t0 + 999 * PERIOD) <= 0.004
+    assert sched.stats.missed == 0 and sched.stats.overruns == 0
+    assert sched.stats.ticks == 1000
+
+
+def test_overrun_is_counted_and_next_tick_runs_late_not_skipped() -> None:
+    clock = ManualClock()
+    sched, seen = run(clock, 20, work=lambda k: clock.advance(1.5 * PERIOD if k == 10 else 0.0))
+    ks = [k for k, _, _ in seen]
+    assert ks == list(range(20))
+    assert sched.stats.overruns == 1 and sched.stats.missed == 0
+    assert sched.stats.max_lateness == pytest.approx(0.5 * PERIOD)
+    assert seen[12][2] == pytest.approx(sched.t0 + 12 * PERIOD), "back on schedule after the late tick"
+
+
+def test_long_overrun_skips_missed_ticks_instead_of_bursting() -> None:
+    clock = ManualClock()
+    sched, seen = run(clock, 20, work=lambda k: clock.advance(3.4 * PERIOD if k == 5 else 0.0))
+    ks = [k for k, _, _ in seen]
+    assert ks[:6] == [0, 1, 2, 3, 4, 5]
+    assert ks[6] == 8, "ticks 6 and 7 are skipped; tick 8 runs (0.4 period late)"
+    assert ks[7:] == list(range(9, 9 + len(ks) - 7))
+    assert sched.stats.missed == 2 and sched.stats.overruns == 1
+    wake = [w for _, _, w in seen]
+    assert min(np.diff(wake[6:])) >= PERIOD * 0.59, "no two ticks back to back after the overrun"
+    assert all(0 <= w - t < PERIOD for _, t, w in seen), "lateness always below one period"
+
+
+def test_stalled_wakeup_counts_missed_ticks_and_resumes_on_the_grid() -> None:
+    clock = JitteryClock(jitter=0.0)
+    clock.stall[50] = 3.25 * PERIOD  # the 51st wake-up comes 3.25 periods late
+    sched, seen = run(clock, 100)
+    ks = [k for k, _, _ in seen]
+    assert ks[50] == 53 and sched.stats.missed == 3
+    assert sched.stats.max_lateness == pytest.approx(0.25 * PERIOD)
+    assert all(t == sched.t0 + k * PERIOD for k, t, _ in seen)
+
+
+def test_tick_stats_percentiles_match_numpy_over_the_window() -> None:
+    stats = TickStats(window=500)
+    rng = np.random.default_rng(1)
+    values = rng.exponential(0.001, 1200)
+    for v in values:
+        stats.record(float(v))
+    window = np.sort(values[-500:])
+    assert stats.percentile(99) == window[int(0.99 * 500)]
+    assert stats.percentile(50) == window[250]
+    assert stats.max_lateness == values.max()
+    s = stats.summary()
+    assert s["ticks"] == 1200 and s["p99_lateness_ms"] == pytest.approx(1e3 * window[495])
+
+
+def test_monotonic_clock_never_wakes_before_the_deadline() -> None:
+    clock = MonotonicClock()
+    start = clock.now()
+    for i in range(1, 30):
+        deadline = start + i * 0.002
+        clock.sleep_until(deadline)
+        assert time.perf_counter() >= deadline
+
+
+def test_stop_from_another_thread_ends_the_real_time_loop() -> None:
+    ticks: list[int] = []
+    sched = Scheduler(200.0, lambda k, t: ticks.append(k))
+    th = threading.Thread(target=sched.run)
+    th.start()
+    while len(ticks) < 5:
+        time.sleep(0.005)
+    sched.stop()
+    th.join(2.0)
+    assert not th.is_alive()
+    assert ticks == list(range(len(ticks))) or sched.stats.missed > 0
+
+
+def test_rejects_non_positive_rate() -> None:
+    with pytest.raises(ValueError, match="rate_hz"):
+        Scheduler(0.0, lambda k, t: None)
