@@ -63,8 +63,13 @@ class PandaTaskEnv:
         return [g for g in range(self.model.ngeom) if self.model.geom_bodyid[g] == bid]
 
     # ----------------------------------------------------------------- episode
-    def reset(self, seed: int, instruction: str | None = None) -> dict[str, Any]:
-        """Seeded initial state; `instruction` must be one of the task's paraphrases."""
+    def reset(self, seed: int, instruction: str | None = None, task: str | None = None) -> dict[str, Any]:
+        """Seeded initial state; `instruction` must be one of the task's paraphrases.
+
+        `task` switches to another task of the suite (same scene, so no model rebuild).
+        """
+        if task is not None:
+            self.task = tasks.get_task(task)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**32:
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
         chosen = self._pick_instruction(instruction, np.random.default_rng([int(seed), 1]))
@@ -112,7 +117,7 @@ class PandaTaskEnv:
         mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
         self.steps += 1
         world = self.world_state()
-        ok = tasks.success(self.task.name, world)
+        ok = bool(tasks.success(self.task.name, world))
         truncated = self.steps >= self.task.max_steps and not ok
         return self.observation(), float(ok), ok, truncated, {"success": ok, "world": world}
 

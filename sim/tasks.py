@@ -112,7 +112,7 @@ class WorldState:
 def success(task: str, w: WorldState) -> bool:
     """Task success on privileged state."""
     if task == "pick_red":
-        return w.red[2] > 0.10 and "red_cube" in w.holding
+        return bool(w.red[2] > 0.10 and "red_cube" in w.holding)
     if task == "place_blue_on_green":
         on_pad = np.linalg.norm(w.blue[:2] - w.pad[:2]) < PAD_RADIUS - 0.01
         return bool(on_pad and w.blue[2] < CUBE_HALF + 0.005 and "blue_cube" not in w.holding)

@@ -43,6 +43,8 @@ class ToyRuntime:
 
     def encode_instruction(self, text: str) -> np.ndarray:
         self.encoded.append(text)
+        if text.startswith("unknown"):
+            raise KeyError(f"instruction {text!r} is not in the table")
         seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
         return np.random.default_rng(seed).standard_normal(E).astype(np.float32)
 
@@ -204,6 +206,80 @@ def test_hung_worker_is_killed_at_deadline_and_backoff_doubles() -> None:
         client.close()
 
 
+def test_worker_refusing_an_instruction_makes_client_unhealthy_until_a_good_one() -> None:
+    client = _worker("toy:")
+    try:
+        client.set_instruction("unknown words")
+        client.submit(0, 0, 0.0)
+        t0 = time.perf_counter()
+        while client.healthy and time.perf_counter() - t0 < 5:
+            client.poll(0, 0.0)
+        assert not client.healthy and client.worker_state == "ready", "the worker itself is fine"
+        assert "cannot use instruction 'unknown words'" in client.reason
+        client.set_instruction("pick")
+        assert client.healthy
+        client.submit(1, 0, 0.0)
+        assert _wait_result(client) is not None
+    finally:
+        client.close()
+
+
 def test_worker_that_cannot_load_fails_start_with_its_reason() -> None:
     with pytest.raises(RuntimeError, match="no bundle at toy:mode=fail_load"):
         _worker("toy:mode=fail_load")
+
+
+# ---------------------------------------------------------------- controller on top of the worker
+def test_controller_holds_and_reports_while_worker_is_down_then_resumes() -> None:
+    from omni_vla.config import ControllerConfig
+    from omni_vla.controller import Controller
+
+    client = _worker("toy:latency=0.003", backoff_s=0.2)
+    ctl = Controller(ControllerConfig(rate_hz=100, execution_horizon=4), client)
+    img = np.zeros((64, 64, 3), np.uint8)
+    o = {"front": img, "wrist": img, "qpos": np.zeros(D), "qvel": np.zeros(D), "instruction": "pick"}
+    log: list[tuple[float, bool, str, str]] = []
+
+    def tick_for(seconds: float, k0: int, until=lambda: False) -> int:
+        k = k0
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end and not until():
+            now = time.perf_counter()
+            a = ctl.step(o, k, now)
+            log.append((now, a is not None, ctl.state, ctl.reason))
+            k += 1
+            time.sleep(0.01)
+        return k
+
+    try:
+        k = tick_for(1.0, 0)
+        assert log[-1][1], f"commanding before the kill: {log[-1]}"
+        os.kill(client.pid, signal.SIGKILL)
+        t_kill = time.perf_counter()
+        n0 = len(log)
+        k = tick_for(0.1, k)
+        after = log[n0:]
+        assert not any(ok for _, ok, _, _ in after[3:]), "no commands once the death is seen"
+        held = [r for r in after if r[2] == "ERROR"]
+        assert held and "inference worker died" in held[0][3] and "restarting in 0.2 s" in held[0][3]
+        t_held = held[0][0]
+        tick_for(20.0, k, until=lambda: log[-1][1])
+        resumed = [t for t, ok, _, _ in log[n0:] if ok and t > t_held]
+        assert resumed, "commands resume after the restart"
+        assert resumed[0] - t_kill >= 0.2, "not before the backoff delay"
+        assert client.restarts == 1 and ctl.counts["holds"] > 0
+    finally:
+        client.close()
+
+
+def test_controller_with_unknown_instruction_holds_with_the_reason() -> None:
+    from omni_vla.config import ControllerConfig
+    from omni_vla.controller import Controller
+
+    ctl = Controller(ControllerConfig(), SyncInference(ToyRuntime()))
+    img = np.zeros((64, 64, 3), np.uint8)
+    o = {"front": img, "wrist": img, "qpos": np.zeros(D), "qvel": np.zeros(D), "instruction": "unknown task"}
+    assert ctl.step(o, 0) is None
+    assert ctl.state == "ERROR" and ctl.reason.startswith("cannot use instruction 'unknown task'")
+    o["instruction"] = "pick"
+    assert ctl.step(o, 1) is not None

@@ -1,0 +1,70 @@
+"""Helpers for tests that talk to real nodes over DDS in an isolated domain."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_domain_id() -> int:
+    return random.randint(101, 230)
+
+
+@contextmanager
+def ros_context(domain_id: int) -> Iterator[object]:
+    """A private rclpy Context + node + executor on `domain_id`."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=domain_id)
+    node = rclpy.create_node(f"test_probe_{os.getpid()}", context=ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    try:
+        yield node, ex
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def spin_until(ex, condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ex.spin_once(timeout_sec=0.02)
+        if bool(condition()):
+            return True
+    return bool(condition())
+
+
+@contextmanager
+def node_process(module: str, domain_id: int, params_file: Path | None = None,
+                 params: dict | None = None) -> Iterator[subprocess.Popen]:
+    """Run `python -m module --ros-args ...` in its own process; SIGINT on exit."""
+    cmd = [sys.executable, "-m", module, "--ros-args"]
+    if params_file is not None:
+        cmd += ["--params-file", str(params_file)]
+    for k, v in (params or {}).items():
+        cmd += ["-p", f"{k}:={v}"]
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

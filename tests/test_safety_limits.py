@@ -1,0 +1,189 @@
+"""Limits sources: ros2_control joint_limits YAML (flat and nested), URDF, MJCF; fail-closed validation."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from omni_vla_safety.limits import (
+    LimitsError, load_joint_limits, load_limit_sets, parse_joint_limits_yaml, require_joints,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+
+
+def test_project_joint_limits_file_has_every_panda_joint_with_finite_limits() -> None:
+    limits = load_joint_limits(REPO / "config" / "joint_limits.yaml")
+    assert set(PANDA) <= set(limits)
+    j4 = limits["panda_joint4"]
+    assert (j4.min_position, j4.max_position, j4.max_velocity) == (-3.0718, -0.0698, 2.175)
+    assert limits["panda_finger_joint1"].has_jerk_limits is False
+
+
+def test_nested_ros_parameters_form_equals_flat_form() -> None:
+    flat = "joint_limits:\n  j1: {has_velocity_limits: true, max_velocity: 1.5}\n"
+    nested = ("controller_manager:\n  ros__parameters:\n    joint_limits:\n"
+              "      j1: {has_velocity_limits: true, max_velocity: 1.5}\n")
+    assert parse_joint_limits_yaml(flat) == parse_joint_limits_yaml(nested)
+    assert parse_joint_limits_yaml(nested)["j1"].hard.max_velocity == 1.5
+
+
+def test_ros2_control_soft_limits_parsed_from_yaml() -> None:
+    text = """
+JointLimitsRosparamTestNode:
+  ros__parameters:
+    joint_limits:
+      foo_joint:
+        has_position_limits: true
+        min_position: 0.0
+        max_position: 1.0
+        angle_wraparound: true
+        has_soft_limits: true
+        k_position: 10.0
+        k_velocity: 20.0
+        soft_lower_limit: 0.1
+        soft_upper_limit: 0.9
+"""
+    spec = parse_joint_limits_yaml(text)["foo_joint"]
+    assert spec.soft is not None
+    assert (spec.soft.min_position, spec.soft.max_position, spec.soft.k_position, spec.soft.k_velocity) == (
+        0.1, 0.9, 10.0, 20.0)
+    assert spec.position_range == (0.1, 0.9)
+
+
+def test_soft_limit_outside_hard_refused_naming_joint() -> None:
+    text = ("joint_limits:\n  elbow:\n    has_position_limits: true\n    min_position: -1.0\n"
+            "    max_position: 1.0\n    soft_lower_limit: -1.2\n    soft_upper_limit: 0.9\n")
+    with pytest.raises(LimitsError, match=r"joint 'elbow'.*soft_lower_limit -1\.2 is outside.*min_position"):
+        parse_joint_limits_yaml(text)
+
+
+@pytest.mark.parametrize("fields, field", [
+    ("{has_velocity_limits: true, max_velocity: -2.0}", "max_velocity"),
+    ("{has_acceleration_limits: true}", "max_acceleration"),
+    ("{has_jerk_limits: true, max_jerk: .nan}", "max_jerk"),
+    ("{has_position_limits: true, min_position: 1.0, max_position: -1.0}", "min_position"),
+    ("{has_position_limits: true, max_position: 1.0}", "min_position"),
+    ("{has_soft_limits: true, soft_lower_limit: 0.0}", "soft_upper_limit"),
+    ("{max_speed: 3.0}", "max_speed"),
+])
+def test_inconsistent_limit_refused_naming_joint_and_field(fields: str, field: str) -> None:
+    with pytest.raises(LimitsError) as info:
+        parse_joint_limits_yaml(f"joint_limits:\n  wrist: {fields}\n", "limits.yaml")
+    assert "joint 'wrist'" in str(info.value) and field in str(info.value) and "limits.yaml" in str(info.value)
+
+
+def test_missing_joint_refused_naming_joint() -> None:
+    limits = parse_joint_limits_yaml("joint_limits:\n  a: {}\n")
+    with pytest.raises(LimitsError, match=r"joint 'b' has no entry.*joint_limits\.b"):
+        require_joints(limits, ["a", "b"], "x.yaml")
+
+
+def test_yaml_without_joint_limits_key_refused() -> None:
+    with pytest.raises(LimitsError, match="joint_limits"):
+        parse_joint_limits_yaml("something_else: {}\n")
+
+
+URDF = """<?xml version="1.0"?>
+<robot name="arm">
+  <link name="base"/><link name="l1"/><link name="l2"/><link name="l3"/>
+  <joint name="shoulder" type="revolute">
+    <parent link="base"/><child link="l1"/>
+    <limit lower="-2.0" upper="2.5" velocity="1.5" effort="40"/>
+    <safety_controller soft_lower_limit="-1.9" soft_upper_limit="2.4" k_position="15" k_velocity="10"/>
+  </joint>
+  <joint name="spin" type="continuous">
+    <parent link="l1"/><child link="l2"/>
+    <limit velocity="3.0" effort="5"/>
+  </joint>
+  <joint name="slider" type="prismatic">
+    <parent link="l2"/><child link="l3"/>
+    <limit lower="0.0" upper="0.3" velocity="0.2" effort="100"/>
+  </joint>
+  <joint name="weld" type="fixed"><parent link="l3"/><child link="base"/></joint>
+</robot>
+"""
+
+
+def test_urdf_limits_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "arm.urdf"
+    path.write_text(URDF)
+    sets = load_limit_sets(path)
+    assert set(sets) == {"shoulder", "spin", "slider"}
+    shoulder = sets["shoulder"]
+    assert (shoulder.hard.min_position, shoulder.hard.max_position) == (-2.0, 2.5)
+    assert (shoulder.hard.max_velocity, shoulder.hard.max_effort) == (1.5, 40.0)
+    assert shoulder.soft is not None and shoulder.soft.k_position == 15.0
+    assert shoulder.position_range == (-1.9, 2.4)
+    assert not sets["spin"].hard.has_position_limits and sets["spin"].hard.max_velocity == 3.0
+    assert sets["slider"].hard.max_position == 0.3
+    assert not shoulder.hard.has_acceleration_limits  # URDF has none
+
+
+def test_urdf_soft_limit_outside_hard_refused_naming_joint(tmp_path: Path) -> None:
+    path = tmp_path / "bad.urdf"
+    path.write_text(URDF.replace('soft_upper_limit="2.4"', 'soft_upper_limit="2.6"'))
+    with pytest.raises(LimitsError, match=r"joint 'shoulder'.*soft_upper_limit 2\.6"):
+        load_limit_sets(path)
+
+
+MJCF = """<mujoco model="arm">
+  <compiler angle="{angle}"/>
+  <default>
+    <joint limited="true" range="-90 90"/>
+    <default class="wrist"><joint range="-45 135"/></default>
+  </default>
+  <worldbody>
+    <body name="b1">
+      <joint name="j1" type="hinge"/>
+      <geom size="0.05"/>
+      <body name="b2" childclass="wrist">
+        <joint name="j2"/>
+        <geom size="0.05"/>
+        <body name="b3">
+          <joint name="slide" type="slide" range="0 0.2"/>
+          <geom size="0.05"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position joint="j1" ctrlrange="-1.0 1.0" forcerange="-30 30"/>
+    <motor joint="j2" ctrlrange="-2 2" gear="10"/>
+    <velocity joint="slide" ctrlrange="-0.1 0.1"/>
+  </actuator>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("angle", ["degree", "radian"])
+def test_mjcf_limits_match_mujoco_compiler(tmp_path: Path, angle: str) -> None:
+    """The stdlib parser must read ranges as MuJoCo itself compiles them (degrees, defaults, classes)."""
+    mujoco = pytest.importorskip("mujoco")
+    xml = MJCF.replace("{angle}", angle)
+    if angle == "radian":
+        xml = xml.replace('range="-90 90"', 'range="-1.5 1.5"').replace('range="-45 135"', 'range="-0.5 2.0"')
+    path = tmp_path / "arm.xml"
+    path.write_text(xml)
+    sets = load_limit_sets(path)
+    model = mujoco.MjModel.from_xml_path(str(path))
+    for name in ("j1", "j2", "slide"):
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        lo, hi = model.jnt_range[jid]
+        if name == "j1":  # position servo ctrlrange narrows the range (ctrlrange is never angle-converted)
+            lo, hi = max(lo, model.actuator_ctrlrange[0][0]), min(hi, model.actuator_ctrlrange[0][1])
+        hard = sets[name].hard
+        assert hard.has_position_limits
+        assert math.isclose(hard.min_position, lo, abs_tol=1e-9) and math.isclose(hard.max_position, hi, abs_tol=1e-9)
+    assert sets["j1"].hard.max_effort == 30.0
+    assert sets["j2"].hard.max_effort == 20.0  # motor: |ctrlrange| * gear
+    assert sets["slide"].hard.max_velocity == 0.1
+
+
+def test_mjcf_actuator_on_unknown_joint_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.xml"
+    path.write_text(MJCF.replace("{angle}", "degree").replace('<motor joint="j2"', '<motor joint="j9"'))
+    with pytest.raises(LimitsError, match="unknown joint 'j9'"):
+        load_limit_sets(path)
