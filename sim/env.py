@@ -113,8 +113,16 @@ class PandaTaskEnv:
         if not np.all(np.isfinite(a)):
             bad = [robot.JOINT_NAMES[i] for i in np.flatnonzero(~np.isfinite(a))]
             raise ValueError(f"action has non-finite values for {bad}")
-        self.data.ctrl[:] = np.clip(a, self._ctrl_lo, self._ctrl_hi)
-        mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
+        self.apply(a, self.n_substeps)
+        return self.end_tick()
+
+    def apply(self, targets: np.ndarray, nstep: int) -> None:
+        """Hold `targets` for `nstep` physics steps (a supervisor running faster than the policy)."""
+        self.data.ctrl[:] = np.clip(targets, self._ctrl_lo, self._ctrl_hi)
+        mujoco.mj_step(self.model, self.data, nstep=nstep)
+
+    def end_tick(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Close one control period: count it, judge success, observe."""
         self.steps += 1
         world = self.world_state()
         ok = bool(tasks.success(self.task.name, world))

@@ -1,0 +1,37 @@
+"""The ROS graph in one place: which executables run, from which module, with which parameter file.
+
+Both the ROS 2 launch files and the Python bringup read this table, so `ros2 launch` on a robot
+and `omni-vla demo` here start the same nodes with the same parameters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    executable: str  # console script installed in lib/omni_vla
+    module: str  # python -m entry for the bringup
+    params_file: str  # under config/
+
+
+ROBOT_NODES: tuple[NodeSpec, ...] = (
+    NodeSpec("safety_supervisor", "omni_vla_safety.node", "safety_supervisor.yaml"),
+    NodeSpec("vla_node", "omni_vla.node", "vla_node.yaml"),
+)
+SIM_NODES: tuple[NodeSpec, ...] = (NodeSpec("sim_node", "omni_vla_sim.node", "sim_node.yaml"),) + ROBOT_NODES
+
+
+def config_dir() -> Path:
+    """config/ of the source tree, or share/omni_vla/config of an installed package."""
+    here = Path(__file__).resolve().parent
+    source = here.parent / "config"
+    if source.is_dir():
+        return source
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory("omni_vla")) / "config"
+    except Exception as exc:  # noqa: BLE001 - any failure means we cannot locate the files
+        raise FileNotFoundError(f"cannot find omni_vla's config directory ({exc})") from exc

@@ -1,0 +1,356 @@
+"""`omni-vla eval`: the closed-loop evaluation suite, in simulated time.
+
+Every episode is a pure function of (bundle, backend, task, seed, settings): the same control core
+(omni_vla.controller) and the same supervisor logic (omni_vla_safety.supervisor) as on the robot,
+stepped in simulated time, so results do not depend on the machine's speed, the worker count, or
+whether episodes run locally or as Ray tasks.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from omni_vla_sim.report import EpisodeResult, smoothness, summarise, write_report
+from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
+
+Backend = Literal["torch", "executorch", "mnn", "expert", "openpi"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+class EvalSettings(BaseModel):
+    """What an evaluation run is; every field changes results except `workers`/`out`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Backend = "mnn"
+    bundle_dir: Path | None = None
+    tasks: tuple[str, ...] = tuple(sorted(TASKS))
+    episodes: int = Field(50, ge=1)
+    seed_base: int = Field(EVAL_SEED_BASE, ge=EVAL_SEED_BASE)
+    held_out: bool = False
+    strategy: Literal["rtc", "average", "naive"] = "rtc"
+    delay_ticks: int = Field(0, ge=0, le=8)
+    execution_horizon: int = Field(8, ge=1)
+    threads: int = Field(1, ge=1)
+    image_size: int = Field(128, ge=16)
+    supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"
+    joint_limits: Path = REPO / "config" / "joint_limits.yaml"
+    openpi_url: str | None = None
+    record_actions: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> "EvalSettings":
+        for t in self.tasks:
+            get_task(t)
+        if self.backend in ("torch", "executorch", "mnn") and self.bundle_dir is None:
+            raise ValueError(f"backend {self.backend!r} needs a bundle_dir")
+        if self.backend == "openpi" and not self.openpi_url:
+            raise ValueError("backend 'openpi' needs openpi_url (ws://host:port)")
+        return self
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    settings: EvalSettings
+    task: str
+    seed: int
+    video: str | None = None
+    record: str | None = None
+
+
+def episode_specs(settings: EvalSettings, videos: int = 0, video_dir: Path | None = None,
+                  record_dir: Path | None = None) -> list[EpisodeSpec]:
+    specs = []
+    for task in settings.tasks:
+        for k in range(settings.episodes):
+            seed = settings.seed_base + k
+            video = str(video_dir / f"{task}_{seed}.mp4") if video_dir and k < videos else None
+            record = str(record_dir / task / f"{task}_{seed}.hdf5") if record_dir else None
+            specs.append(EpisodeSpec(settings, task, seed, video, record))
+    return specs
+
+
+# ------------------------------------------------------------------------------ one episode
+_cache: dict[Any, Any] = {}
+
+
+class _TimedRuntime:
+    """Forwards to a shared runtime, recording wall-clock inference time; close() is a no-op (cached)."""
+
+    def __init__(self, runtime: Any) -> None:
+        self._rt = runtime
+        self.latencies_ms: list[float] = []
+        for name in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
+            setattr(self, name, getattr(runtime, name))
+
+    def encode_instruction(self, text: str) -> np.ndarray:
+        return self._rt.encode_instruction(text)
+
+    def infer(self, *args: Any) -> None:
+        t0 = time.perf_counter()
+        self._rt.infer(*args)
+        self.latencies_ms.append((time.perf_counter() - t0) * 1e3)
+
+    def close(self) -> None:
+        pass
+
+
+def _runtime(s: EvalSettings) -> Any:
+    key = ("runtime", s.backend, str(s.bundle_dir), s.threads)
+    if key not in _cache:
+        from omni_vla.inference import open_runtime
+
+        _cache[key] = open_runtime(s.backend, str(s.bundle_dir), s.threads)
+    return _cache[key]
+
+
+def _env(s: EvalSettings, task: str) -> Any:
+    key = ("env", s.image_size, str(s.joint_limits))
+    if key not in _cache:
+        from omni_vla_sim.env import EnvConfig, PandaTaskEnv
+
+        _cache[key] = PandaTaskEnv(task, EnvConfig(image_size=s.image_size, limits_file=s.joint_limits))
+    return _cache[key]
+
+
+def _supervisor(s: EvalSettings) -> Any:
+    from omni_vla_safety.config import config_from_yaml
+    from omni_vla_safety.limits import load_limit_sets, require_joints
+    from omni_vla_safety.supervisor import Supervisor
+
+    cfg = config_from_yaml(s.supervisor_config)
+    limits = require_joints(load_limit_sets(s.joint_limits), cfg.joint_names, str(s.joint_limits))
+    return Supervisor(cfg, limits)
+
+
+def _policy(s: EvalSettings, env: Any, seed: int) -> tuple[Any, Any]:
+    """(act(obs, tick) -> action | None, the timed runtime or None)."""
+    if s.backend == "expert":
+        from omni_vla_sim.experts import ScriptedExpert
+
+        expert = ScriptedExpert(env)
+        expert.reset()
+        return (lambda obs, tick: expert.act()), None
+    if s.backend == "openpi":
+        from omni_vla_sim.remote import remote_policy
+
+        return remote_policy(s, env, seed), None
+    from omni_vla.config import ControllerConfig
+    from omni_vla.controller import Controller
+    from omni_vla.inference import SyncInference
+
+    rt = _TimedRuntime(_runtime(s))
+    cfg = ControllerConfig(rate_hz=env.config.control_hz, strategy=s.strategy,
+                           execution_horizon=s.execution_horizon)
+    ctrl = Controller(cfg, SyncInference(rt, delay_ticks=s.delay_ticks, period_s=cfg.period_s, seed=seed))
+    ctrl.boundaries = []
+
+    def act(obs: dict, tick: int) -> Any:
+        before = ctrl.counts["chunks"]
+        a = ctrl.step(obs, tick)
+        if ctrl.counts["chunks"] != before:
+            ctrl.boundaries.append(tick)
+        return a
+
+    act.controller = ctrl  # type: ignore[attr-defined]
+    return act, rt
+
+
+def run_episode(spec: EpisodeSpec) -> EpisodeResult:
+    """One closed-loop episode: policy -> supervisor (at its own rate) -> simulated robot."""
+    s = spec.settings
+    env = _env(s, spec.task)
+    task = get_task(spec.task)
+    held = next(i.text for i in task.instructions if i.held_out)
+    obs = env.reset(spec.seed, held if s.held_out else None, task=spec.task)
+    sup = _supervisor(s)
+    act, rt = _policy(s, env, spec.seed)
+    names = list(sup.config.joint_names)
+    control_dt = 1.0 / env.config.control_hz
+    inner = max(1, round(control_dt * sup.config.rate_hz))
+    nstep = max(1, env.n_substeps // inner)
+    now, tick, ok, done = 0.0, 0, False, False
+    executed, frames = [], []
+    hold = obs["qpos"].copy()
+    while not done:
+        sup.on_joint_state(names, obs["qpos"], now)
+        proposal = act(obs, tick)
+        if proposal is not None:
+            sup.on_command(names, np.asarray(proposal, np.float64), None, now)
+        for k in range(inner):
+            qpos, _ = env.joint_state()
+            sup.on_joint_state(names, qpos, now)
+            cmd = sup.tick(now)
+            if cmd is not None:
+                hold = np.asarray(cmd)
+            env.apply(hold, nstep)
+            now += control_dt / inner
+        executed.append(hold.copy())
+        if spec.video:
+            from omni_vla_sim.showcase import overlay
+
+            lat = f"{rt.latencies_ms[-1]:.1f} ms" if rt and rt.latencies_ms else "-"
+            frames.append(overlay(obs["front"], obs["wrist"],
+                                  [spec.task, f"tick {tick}  latency {lat}", obs["instruction"][:40]]))
+        obs, _, ok, truncated, _ = env.end_tick()
+        tick += 1
+        done = ok or truncated
+    actions = np.asarray(executed)
+    ctrl = getattr(act, "controller", None)
+    bounds = getattr(ctrl, "boundaries", [])
+    interventions = sum(v for k, v in sup.counts.items() if k not in ("estop_reset",))
+    result = EpisodeResult(
+        task=spec.task, seed=spec.seed, instruction=env.instruction.text, held_out=env.instruction.held_out,
+        success=bool(ok), steps=tick, interventions=int(interventions),
+        interventions_by_kind={k: int(v) for k, v in sup.counts.items()},
+        holds=int(ctrl.counts["holds"]) if ctrl else 0,
+        latency_ms=[round(v, 3) for v in (rt.latencies_ms if rt else [])],
+        actions=actions.round(5).tolist() if s.record_actions else None,
+        **smoothness(actions, control_dt, bounds),
+    )
+    if spec.video:
+        from omni_vla_sim.showcase import write_video
+
+        result.video = str(write_video(Path(spec.video), frames, env.config.control_hz))
+    return result
+
+
+# ------------------------------------------------------------------------------ many episodes
+def run_local(specs: list[EpisodeSpec], workers: int, progress: bool = True,
+              max_restarts: int = 3) -> tuple[list[EpisodeResult], list[str]]:
+    """Episodes in spawned worker processes; a crashed worker's episodes are re-run, never dropped."""
+    from tqdm import tqdm
+
+    pending = {(sp.task, sp.seed): sp for sp in specs}
+    results: dict[tuple[str, int], EpisodeResult] = {}
+    crashes: list[str] = []
+    bar = tqdm(total=len(specs), desc="eval", disable=not progress, file=sys.stderr)
+    restarts = 0
+    while pending:
+        if workers <= 1 and not os.environ.get("OMNI_VLA_EVAL_FORCE_POOL"):
+            for key, sp in list(pending.items()):
+                results[key] = run_episode(sp)
+                del pending[key]
+                bar.update()
+            break
+        import multiprocessing as mp
+
+        try:
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+                futures = {pool.submit(run_episode, sp): key for key, sp in pending.items()}
+                for fut in as_completed(futures):
+                    key = futures[fut]
+                    results[key] = fut.result()
+                    del pending[key]
+                    bar.update()
+        except BrokenProcessPool as exc:
+            restarts += 1
+            crashes.append(f"worker crashed ({exc}); re-running {len(pending)} unfinished episodes")
+            print(f"[eval] {crashes[-1]}", file=sys.stderr)
+            if restarts > max_restarts:
+                raise RuntimeError(f"eval workers crashed {restarts} times; last: {exc}") from exc
+    bar.close()
+    return [results[(sp.task, sp.seed)] for sp in specs], crashes
+
+
+def run_ray(specs: list[EpisodeSpec], address: str) -> list[EpisodeResult]:
+    """The same pure episode function as Ray tasks on an existing cluster."""
+    import ray
+
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    remote = ray.remote(max_retries=3)(run_episode)
+    refs = [remote.remote(sp) for sp in specs]
+    return list(ray.get(refs))
+
+
+def versions(settings: EvalSettings) -> dict[str, Any]:
+    import mujoco
+
+    import omni_vla
+
+    out: dict[str, Any] = {"omni_vla": omni_vla.__version__, "mujoco": mujoco.__version__,
+                           "MUJOCO_GL": os.environ.get("MUJOCO_GL"), "renderer": "mujoco.Renderer (offscreen)",
+                           "backend": settings.backend, "python": sys.version.split()[0]}
+    manifest = settings.bundle_dir / "manifest.json" if settings.bundle_dir else None
+    if manifest and manifest.exists():
+        out["bundle_versions"] = json.loads(manifest.read_text()).get("versions")
+    return out
+
+
+def preflight(settings: EvalSettings) -> None:
+    """Fail before any episode: bad bundle, unreachable server."""
+    if settings.backend in ("torch", "executorch", "mnn"):
+        _runtime(settings)
+    if settings.backend == "openpi":
+        from omni_vla_sim.remote import check_server
+
+        check_server(settings.openpi_url)
+
+
+def evaluate(settings: EvalSettings, workers: int = 1, ray_address: str | None = None,
+             out: Path | None = None, videos: int = 0, record_dir: Path | None = None,
+             progress: bool = True) -> dict[str, Any]:
+    preflight(settings)
+    t0 = time.monotonic()
+    specs = episode_specs(settings, videos, out, record_dir)
+    crashes: list[str] = []
+    if ray_address:
+        results = run_ray(specs, ray_address)
+    else:
+        results, crashes = run_local(specs, workers, progress)
+    wall = time.monotonic() - t0
+    report = summarise(results, versions(settings),
+                       {**json.loads(settings.model_dump_json()), "workers": workers, "ray": bool(ray_address),
+                        "worker_crashes": crashes}, wall)
+    if out is not None:
+        write_report(out, report, results, title=f"omni_vla evaluation: {settings.backend}")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="omni-vla eval", description=__doc__)
+    p.add_argument("--backend", default="mnn", choices=["torch", "executorch", "mnn", "expert", "openpi"])
+    p.add_argument("--bundle", type=Path, default=REPO / "bundles" / "reference")
+    p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
+    p.add_argument("--episodes", type=int, default=50, help="per task")
+    p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
+    p.add_argument("--delay", type=int, default=0, help="simulated inference delay in ticks")
+    p.add_argument("--execution-horizon", type=int, default=8)
+    p.add_argument("--held-out", action="store_true", help="use each task's held-out instruction")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"))
+    p.add_argument("--openpi-url", default=None)
+    p.add_argument("--videos", type=int, default=1, help="mp4s per task (capped)")
+    p.add_argument("--record", type=Path, default=None, help="also write episodes as a dataset here")
+    p.add_argument("--out", type=Path, default=Path("reports/eval"))
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        settings = EvalSettings(
+            backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
+            tasks=tuple(args.tasks), episodes=args.episodes, strategy=args.strategy, delay_ticks=args.delay,
+            execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url)
+        report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
+    except (ValueError, FileNotFoundError, ConnectionError, OSError) as exc:
+        print(f"omni-vla eval: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for t, g in report["tasks"].items():
+            print(f"{t:22s} {g['successes']:3d}/{g['episodes']:<3d} {100 * g['rate']:5.1f}%  "
+                  f"CI95 [{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}]")
+        o = report["overall"]
+        print(f"{'overall':22s} {o['successes']:3d}/{o['episodes']:<3d} {100 * o['rate']:5.1f}%   -> {args.out}")
+    return 0

@@ -1,0 +1,200 @@
+"""Evaluation reports: per-task Wilson intervals, smoothness and latency, as JSON, Markdown and plots."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval: honest at small n and at 0% / 100%, unlike the normal approximation."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass
+class EpisodeResult:
+    """Everything one episode reports; a pure function of its spec, so runs are comparable."""
+
+    task: str
+    seed: int
+    instruction: str
+    held_out: bool
+    success: bool
+    steps: int
+    interventions: int = 0
+    interventions_by_kind: dict[str, int] = field(default_factory=dict)
+    holds: int = 0
+    jerk_mean: float = 0.0
+    jerk_p99: float = 0.0
+    boundary_jump_mean: float = 0.0
+    latency_ms: list[float] = field(default_factory=list)
+    actions: list[list[float]] | None = None
+    video: str | None = None
+
+    def key(self) -> tuple[str, int, str]:
+        return (self.task, self.seed, self.instruction)
+
+
+def smoothness(actions: np.ndarray, dt: float, boundaries: Iterable[int]) -> dict[str, float]:
+    """Jerk of the commanded joint targets (third difference / dt^3) and the step at chunk boundaries."""
+    out = {"jerk_mean": 0.0, "jerk_p99": 0.0, "boundary_jump_mean": 0.0}
+    if len(actions) >= 4:
+        jerk = np.linalg.norm(np.diff(actions[:, :7], n=3, axis=0), axis=1) / dt**3
+        out["jerk_mean"], out["jerk_p99"] = float(jerk.mean()), float(np.percentile(jerk, 99))
+    jumps = []
+    for b in boundaries:
+        if 2 <= b < len(actions):
+            # Deviation from constant velocity across the boundary: 0 for a seamless splice.
+            jumps.append(float(np.linalg.norm(actions[b, :7] - 2 * actions[b - 1, :7] + actions[b - 2, :7])))
+    if jumps:
+        out["boundary_jump_mean"] = float(np.mean(jumps))
+    return out
+
+
+def _group(results: list[EpisodeResult]) -> dict[str, Any]:
+    n = len(results)
+    k = sum(r.success for r in results)
+    lo, hi = wilson(k, n)
+    lat = [v for r in results for v in r.latency_ms]
+    return {
+        "successes": k, "episodes": n, "rate": k / n if n else 0.0, "ci95": [round(lo, 4), round(hi, 4)],
+        "seeds": sorted({r.seed for r in results}),
+        "mean_episode_length": float(np.mean([r.steps for r in results])) if n else 0.0,
+        "interventions_per_episode": float(np.mean([r.interventions for r in results])) if n else 0.0,
+        "interventions_by_kind_per_episode": {
+            kind: sum(r.interventions_by_kind.get(kind, 0) for r in results) / n
+            for kind in sorted({k for r in results for k in r.interventions_by_kind})
+        } if n else {},
+        "jerk_mean": float(np.mean([r.jerk_mean for r in results])) if n else 0.0,
+        "jerk_p99": float(np.mean([r.jerk_p99 for r in results])) if n else 0.0,
+        "boundary_jump_mean": float(np.mean([r.boundary_jump_mean for r in results])) if n else 0.0,
+        "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))} if lat else None,
+    }
+
+
+def summarise(results: list[EpisodeResult], versions: dict[str, Any], settings: dict[str, Any],
+              wall_time_s: float) -> dict[str, Any]:
+    """The report dict (keys per INTERFACES.md: tasks, overall, versions)."""
+    results = sorted(results, key=EpisodeResult.key)
+    tasks = sorted({r.task for r in results})
+    report: dict[str, Any] = {
+        "tasks": {t: _group([r for r in results if r.task == t]) for t in tasks},
+        "overall": _group(results),
+        "versions": versions,
+        "settings": settings,
+        "wall_time_s": round(wall_time_s, 2),
+    }
+    held = [r for r in results if r.held_out]
+    if held:
+        report["held_out_instructions"] = _group(held)
+        report["trained_instructions"] = _group([r for r in results if not r.held_out])
+    return report
+
+
+def comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """The part of a report that must not depend on workers, machines or wall time."""
+    strip = {"wall_time_s", "versions", "settings"}
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in strip and k != "latency_ms"}
+        return value
+
+    return clean(report)
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_report(out_dir: Path, report: dict[str, Any], results: list[EpisodeResult],
+                 title: str = "omni_vla evaluation") -> dict[str, Path]:
+    """report.json, episodes.json, report.md and PNG plots, each written atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": write_atomic(out_dir / "report.json", json.dumps(report, indent=2, default=str)),
+        "episodes": write_atomic(out_dir / "episodes.json",
+                                 json.dumps([asdict(r) for r in results], default=str)),
+    }
+    plots = _plots(out_dir, report, results)
+    lines = [f"# {title}", "", f"Wall time: {report['wall_time_s']} s. Settings: `{json.dumps(report['settings'])}`", "",
+             "| task | k/n | success | 95% CI | mean length | interventions/ep | jerk mean | jerk p99 | boundary jump | latency p50/p99 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, g in [*report["tasks"].items(), ("**overall**", report["overall"])]:
+        lat = g["latency_ms"]
+        lat_s = f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "-"
+        lines.append(
+            f"| {name} | {g['successes']}/{g['episodes']} | {100 * g['rate']:.1f}% | "
+            f"[{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}] | {g['mean_episode_length']:.1f} | "
+            f"{g['interventions_per_episode']:.2f} | {g['jerk_mean']:.1f} | {g['jerk_p99']:.1f} | "
+            f"{g['boundary_jump_mean']:.4f} | {lat_s} |")
+    lines += ["", "Versions: `" + json.dumps(report["versions"]) + "`", ""]
+    lines += [f"![{name}]({p.name})" for name, p in plots.items()]
+    videos = [r.video for r in results if r.video]
+    if videos:
+        lines += ["", "## Videos", *[f"- [{Path(v).name}]({Path(v).name})" for v in videos]]
+    paths["markdown"] = write_atomic(out_dir / "report.md", "\n".join(lines) + "\n")
+    paths.update(plots)
+    return paths
+
+
+def _plots(out_dir: Path, report: dict[str, Any], results: list[EpisodeResult]) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots: dict[str, Path] = {}
+    names = list(report["tasks"])
+    rates = np.array([report["tasks"][t]["rate"] for t in names])
+    lo = rates - np.array([report["tasks"][t]["ci95"][0] for t in names])
+    hi = np.array([report["tasks"][t]["ci95"][1] for t in names]) - rates
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.bar(names, 100 * rates, yerr=100 * np.vstack([lo, hi]), capsize=4, color="#4c72b0")
+    ax.set_ylabel("success % (95% Wilson)")
+    ax.set_ylim(0, 105)
+    ax.tick_params(axis="x", labelsize=7)
+    plots["success"] = _save(fig, out_dir / "success.png")
+    lat = [v for r in results for v in r.latency_ms]
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.hist(lat, bins=40, color="#55a868")
+        ax.set_xlabel("inference latency (ms)")
+        plots["latency"] = _save(fig, out_dir / "latency.png")
+    traced = [r for r in results if r.actions]
+    if traced:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        a = np.asarray(traced[0].actions)
+        for j in range(min(7, a.shape[1])):
+            ax.plot(a[:, j], lw=1, label=f"j{j + 1}")
+        ax.set_xlabel(f"tick ({traced[0].task}, seed {traced[0].seed})")
+        ax.set_ylabel("joint target (rad)")
+        ax.legend(fontsize=6, ncol=7)
+        plots["actions"] = _save(fig, out_dir / "actions.png")
+    return plots
+
+
+def _save(fig, path: Path) -> Path:
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    fig.tight_layout()
+    fig.savefig(tmp, dpi=100)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
