@@ -1,0 +1,120 @@
+"""The evaluation suite: reproducible whatever the workers or engine, crash-tolerant, honest reports."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from omni_vla_sim.eval import EvalSettings, evaluate, main
+from omni_vla_sim.report import comparable, wilson
+
+EXPERT = EvalSettings(backend="expert", tasks=("touch_yellow", "pick_red"), episodes=3, image_size=64)
+
+
+def test_wilson_interval_matches_reference_values() -> None:
+    lo, hi = wilson(8, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.4902, 0.9433)
+    assert wilson(0, 20)[0] == 0.0 and wilson(20, 20)[1] == 1.0
+    assert wilson(20, 20)[0] < 1.0, "a perfect score still has uncertainty"
+
+
+@pytest.fixture(scope="module")
+def serial_report() -> dict:
+    return evaluate(EXPERT, workers=1, progress=False)
+
+
+def test_report_has_the_interface_keys_and_counts(serial_report: dict, tmp_path: Path) -> None:
+    r = serial_report
+    assert set(r["tasks"]) == {"touch_yellow", "pick_red"}
+    for g in [*r["tasks"].values(), r["overall"]]:
+        assert {"successes", "episodes", "rate", "ci95"} <= set(g)
+        assert g["ci95"][0] <= g["rate"] <= g["ci95"][1]
+    assert r["overall"]["episodes"] == 6
+    assert r["tasks"]["pick_red"]["seeds"] == [1_000_000, 1_000_001, 1_000_002]
+    assert {"mujoco", "MUJOCO_GL", "omni_vla"} <= set(r["versions"])
+    assert r["overall"]["successes"] >= 5, "the scripted expert through the supervisor should succeed"
+
+
+def test_results_are_identical_with_one_or_two_workers(serial_report: dict) -> None:
+    parallel = evaluate(EXPERT, workers=2, progress=False)
+    assert comparable(parallel) == comparable(serial_report)
+
+
+@pytest.mark.slow
+def test_crashed_worker_is_reported_and_its_episodes_rerun(serial_report: dict) -> None:
+    box: dict = {}
+
+    def run() -> None:
+        box["report"] = evaluate(EXPERT, workers=2, progress=False)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 60
+    killed = False
+    while not killed and time.monotonic() < deadline:
+        time.sleep(0.5)
+        kids = mp.active_children()
+        if len(kids) >= 2 and time.monotonic() > deadline - 55:
+            os.kill(kids[0].pid, signal.SIGKILL)
+            killed = True
+    t.join(timeout=240)
+    assert killed and "report" in box
+    report = box["report"]
+    assert report["settings"]["worker_crashes"], "the crash must be reported"
+    assert comparable(report) == comparable(serial_report), "no episode may be lost or changed"
+
+
+@pytest.mark.slow
+def test_ray_cluster_on_loopback_gives_the_same_report(serial_report: dict) -> None:
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # AF_UNIX paths must stay short
+    ray_bin = Path(sys.executable).parent / "ray"
+    port = 20000 + os.getpid() % 20000
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(tmp_path)}
+    start = subprocess.run(
+        [str(ray_bin), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
+         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp_path / 'ray'}"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+    try:
+        report = evaluate(EXPERT, ray_address=f"127.0.0.1:{port}", progress=False)
+        assert report["settings"]["ray"] is True
+        assert comparable(report) == comparable(serial_report)
+    finally:
+        import ray
+
+        ray.shutdown()
+        subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_unknown_task_is_refused_before_any_episode(capsys) -> None:
+    assert main(["--backend", "expert", "--tasks", "juggle", "--episodes", "1"]) == 2
+    assert "unknown task 'juggle'" in capsys.readouterr().err
+
+
+def test_bundle_failing_its_manifest_is_refused_before_any_episode(tmp_path: Path, capsys) -> None:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text(json.dumps({"format": "something else"}))
+    assert main(["--backend", "mnn", "--bundle", str(bundle), "--episodes", "1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "manifest" in err.lower() and not (tmp_path / "r").exists()
+
+
+def test_report_files_are_written(tmp_path: Path) -> None:
+    s = EvalSettings(backend="expert", tasks=("touch_yellow",), episodes=1, image_size=64)
+    evaluate(s, workers=1, out=tmp_path, videos=1, progress=False)
+    for name in ("report.json", "report.md", "success.png", "episodes.json", "touch_yellow_1000000.mp4"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert "touch_yellow" in (tmp_path / "report.md").read_text()
