@@ -1,14 +1,30 @@
-"""Joint limits in ros2_control's joint_limits parameter format, validated fail-closed."""
+"""Joint limits in ros2_control's joint_limits parameter format, validated fail-closed.
+
+ros2_control keeps hard limits (`JointLimits`: has_*/max_*) and soft limits
+(`SoftJointLimits`: soft_lower_limit/soft_upper_limit, k_position, k_velocity) apart;
+we do the same and pair them in `JointLimitSet`. A limit that is switched on must have
+a finite value: a missing or NaN number silently meaning "unlimited" is how robots
+get hurt, so it is refused with the joint and the field named.
+"""
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+_RATE_FIELDS = ("velocity", "acceleration", "deceleration", "jerk", "effort")
+SOFT_KEYS = ("has_soft_limits", "soft_lower_limit", "soft_upper_limit", "k_position", "k_velocity")
+
+
+class LimitsError(ValueError):
+    """A limits source is unreadable or inconsistent; the message names the joint and field."""
 
 
 class JointLimits(BaseModel):
-    """One joint's limits; field names follow ros2_control joint_limits (has_* / max_*)."""
+    """One joint's hard limits; field names follow ros2_control joint_limits (has_* / max_*)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -25,26 +41,171 @@ class JointLimits(BaseModel):
     max_jerk: float = float("inf")
     has_effort_limits: bool = False
     max_effort: float = float("inf")
+    angle_wraparound: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> "JointLimits":
-        if self.has_position_limits and not self.min_position < self.max_position:
-            raise ValueError(f"min_position {self.min_position} must be below max_position {self.max_position}")
-        for name in ("velocity", "acceleration", "deceleration", "jerk", "effort"):
-            if getattr(self, f"has_{name}_limits") and not getattr(self, f"max_{name}") > 0:
-                raise ValueError(f"max_{name} must be positive, got {getattr(self, f'max_{name}')}")
+        if self.has_position_limits:
+            for name in ("min_position", "max_position"):
+                if not math.isfinite(getattr(self, name)):
+                    raise ValueError(f"{name} must be a finite number when has_position_limits is true, "
+                                     f"got {getattr(self, name)}")
+            if not self.min_position < self.max_position:
+                raise ValueError(f"min_position {self.min_position} must be below max_position {self.max_position}")
+        for name in _RATE_FIELDS:
+            value = getattr(self, f"max_{name}")
+            if getattr(self, f"has_{name}_limits") and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"max_{name} must be a positive finite number when has_{name}_limits is true, "
+                                 f"got {value}")
         return self
 
 
+class SoftJointLimits(BaseModel):
+    """ros2_control SoftJointLimits. k_position <= 0 means no spring, only the soft position bounds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_position: float
+    max_position: float
+    k_position: float = 0.0
+    k_velocity: float = 0.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SoftJointLimits":
+        for name, value in (("soft_lower_limit", self.min_position), ("soft_upper_limit", self.max_position),
+                            ("k_position", self.k_position), ("k_velocity", self.k_velocity)):
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value}")
+        for name, value in (("k_position", self.k_position), ("k_velocity", self.k_velocity)):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
+        if not self.min_position < self.max_position:
+            raise ValueError(f"soft_lower_limit {self.min_position} must be below "
+                             f"soft_upper_limit {self.max_position}")
+        return self
+
+
+class JointLimitSet(BaseModel):
+    """Hard and optional soft limits of one joint; soft limits must lie within the hard ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hard: JointLimits
+    soft: SoftJointLimits | None = None
+
+    @model_validator(mode="after")
+    def _soft_inside_hard(self) -> "JointLimitSet":
+        if self.soft is not None and self.hard.has_position_limits:
+            if self.soft.min_position < self.hard.min_position:
+                raise ValueError(f"soft_lower_limit {self.soft.min_position} is outside the hard limit "
+                                 f"min_position {self.hard.min_position}")
+            if self.soft.max_position > self.hard.max_position:
+                raise ValueError(f"soft_upper_limit {self.soft.max_position} is outside the hard limit "
+                                 f"max_position {self.hard.max_position}")
+        return self
+
+    @property
+    def position_range(self) -> tuple[float, float]:
+        """The range commands are kept in: soft limits where configured, else the hard ones."""
+        lo = self.hard.min_position if self.hard.has_position_limits else float("-inf")
+        hi = self.hard.max_position if self.hard.has_position_limits else float("inf")
+        if self.soft is not None:
+            lo, hi = max(lo, self.soft.min_position), min(hi, self.soft.max_position)
+        return lo, hi
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+        return "; ".join(parts)
+    return str(exc)
+
+
+def limit_set_from_fields(joint: str, fields: Mapping[str, Any] | None, source: str) -> JointLimitSet:
+    """Build one joint's limits from a ros2_control joint_limits mapping (hard and soft keys mixed)."""
+    fields = dict(fields or {})
+    soft_fields = {k: fields.pop(k) for k in SOFT_KEYS if k in fields}
+    has_soft = soft_fields.pop("has_soft_limits", None)
+    if has_soft is None:
+        has_soft = "soft_lower_limit" in soft_fields or "soft_upper_limit" in soft_fields
+    try:
+        hard = JointLimits(**fields)
+        soft = None
+        if has_soft:
+            for key in ("soft_lower_limit", "soft_upper_limit"):
+                if key not in soft_fields:
+                    raise ValueError(f"{key} is missing while soft limits are enabled")
+            soft = SoftJointLimits(min_position=soft_fields["soft_lower_limit"],
+                                   max_position=soft_fields["soft_upper_limit"],
+                                   k_position=soft_fields.get("k_position", 0.0),
+                                   k_velocity=soft_fields.get("k_velocity", 0.0))
+        return JointLimitSet(hard=hard, soft=soft)
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise LimitsError(f"{source}: joint '{joint}': {_error_text(exc)}") from exc
+
+
+def _joint_limits_mapping(data: Any, source: str) -> Mapping[str, Any]:
+    """Accept the flat `joint_limits:` form and `<node>: ros__parameters: joint_limits:`."""
+    if isinstance(data, dict) and isinstance(data.get("joint_limits"), dict):
+        return data["joint_limits"]
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    if isinstance(data, dict):
+        for node, body in data.items():
+            params = body.get("ros__parameters") if isinstance(body, dict) else None
+            if isinstance(params, dict) and isinstance(params.get("joint_limits"), dict):
+                found.append((str(node), params["joint_limits"]))
+    if len(found) == 1:
+        return found[0][1]
+    if len(found) > 1:
+        raise LimitsError(f"{source}: several nodes define joint_limits ({', '.join(n for n, _ in found)}); "
+                          "keep one")
+    raise LimitsError(f"{source}: expected a mapping with key 'joint_limits' (flat, or under "
+                      "<node>: ros__parameters:)")
+
+
+def parse_joint_limits_yaml(text: str, source: str = "<yaml>") -> dict[str, JointLimitSet]:
+    """Parse ros2_control joint_limits YAML text into validated per-joint limit sets."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise LimitsError(f"{source}: not valid YAML: {exc}") from exc
+    mapping = _joint_limits_mapping(data, source)
+    out: dict[str, JointLimitSet] = {}
+    for joint, fields in mapping.items():
+        if fields is not None and not isinstance(fields, dict):
+            raise LimitsError(f"{source}: joint '{joint}': expected a mapping of limit fields, got {fields!r}")
+        out[str(joint)] = limit_set_from_fields(str(joint), fields, source)
+    return out
+
+
+def load_limit_sets(path: str | Path) -> dict[str, JointLimitSet]:
+    """Load hard+soft limits from a joint_limits YAML, a URDF or an MJCF file (chosen by content)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise LimitsError(f"{path}: cannot read limits file: {exc}") from exc
+    if text.lstrip().startswith("<"):
+        from omni_vla_safety.limits_sources import parse_xml_limits
+
+        return parse_xml_limits(text, str(path))
+    return parse_joint_limits_yaml(text, str(path))
+
+
 def load_joint_limits(path: str | Path) -> dict[str, JointLimits]:
-    """Read a joint_limits YAML file (top-level key `joint_limits`), joint name -> limits."""
-    data = yaml.safe_load(Path(path).read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("joint_limits"), dict):
-        raise ValueError(f"{path}: expected a mapping with top-level key 'joint_limits'")
-    limits: dict[str, JointLimits] = {}
-    for joint, fields in data["joint_limits"].items():
-        try:
-            limits[joint] = JointLimits(**(fields or {}))
-        except Exception as exc:  # pydantic error text names the field
-            raise ValueError(f"{path}: joint '{joint}': {exc}") from exc
-    return limits
+    """Read a limits file (joint_limits YAML, URDF or MJCF), joint name -> hard limits."""
+    return {joint: spec.hard for joint, spec in load_limit_sets(path).items()}
+
+
+def require_joints(limits: Mapping[str, JointLimitSet], joint_names: Iterable[str],
+                   source: str) -> list[JointLimitSet]:
+    """Limits in `joint_names` order; a joint without an entry is refused, not left unlimited."""
+    ordered = []
+    for joint in joint_names:
+        if joint not in limits:
+            raise LimitsError(f"{source}: joint '{joint}' has no entry (field joint_limits.{joint} is missing)")
+        ordered.append(limits[joint])
+    return ordered

@@ -1,0 +1,110 @@
+"""Supervisor parameters (ROS parameters with defaults in config/safety_supervisor.yaml), validated."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NODE_NAME = "safety_supervisor"
+PACKAGE = "omni_vla"
+DEFAULT_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+
+
+class SupervisorConfig(BaseModel):
+    """Every topic and number of the supervisor. Times in seconds, rates in Hz."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    joint_names: list[str] = Field(default_factory=lambda: list(DEFAULT_JOINTS), min_length=1)
+    joint_limits_file: str = "config/joint_limits.yaml"
+    # 100 Hz: five limiter steps per 20 Hz proposal, fine enough for a controlled stop at the Panda's
+    # decelerations (7.5 rad/s^2 * 10 ms = 0.075 rad/s per step) and cheap (bench: tens of us per step).
+    rate_hz: float = Field(100.0, gt=0.0, le=1000.0)
+    command_timeout_s: float = Field(0.2, gt=0.0)
+    joint_state_timeout_s: float = Field(0.1, gt=0.0)
+    max_future_stamp_s: float = Field(0.05, ge=0.0)
+    # Plan to reach each proposal over this horizon (the proposal period); 0 = within one tick.
+    target_horizon_s: float = Field(0.05, ge=0.0)
+    # Max distance of a command from the measured position, one value for all joints or one per
+    # joint; a value <= 0 switches it off for that joint.
+    max_relative_target: list[float] = Field(
+        default_factory=lambda: [0.25] * 7 + [0.02], min_length=1)
+    uniform_scaling: bool = False
+    proposed_command_topic: str = "/omni_vla/proposed_command"
+    joint_states_topic: str = "/joint_states"
+    command_topic: str = "/forward_position_controller/commands"
+    estop_topic: str = "/omni_vla/estop"
+    reset_estop_service: str = "/omni_vla/reset_estop"
+    diagnostics_topic: str = "/diagnostics"
+    status_topic: str = "/omni_vla/safety_status"
+    status_period_s: float = Field(0.1, gt=0.0)
+    diagnostics_period_s: float = Field(1.0, gt=0.0)
+
+    @field_validator("joint_names")
+    @classmethod
+    def _unique(cls, names: list[str]) -> list[str]:
+        if len(set(names)) != len(names) or not all(names):
+            raise ValueError(f"joint_names must be unique and non-empty, got {names}")
+        return names
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SupervisorConfig":
+        n = len(self.joint_names)
+        if len(self.max_relative_target) not in (1, n):
+            raise ValueError(f"max_relative_target needs 1 or {n} values (one per joint), "
+                             f"got {len(self.max_relative_target)}")
+        period = 1.0 / self.rate_hz
+        for name in ("command_timeout_s", "joint_state_timeout_s"):
+            if getattr(self, name) < 2 * period:
+                raise ValueError(f"{name} {getattr(self, name)} is shorter than two supervisor periods "
+                                 f"({2 * period:.4f} s at rate_hz {self.rate_hz})")
+        return self
+
+    @property
+    def dt(self) -> float:
+        """Command period the limiter integrates with."""
+        return 1.0 / self.rate_hz
+
+
+def config_from_yaml(path: str | Path) -> SupervisorConfig:
+    """Read `safety_supervisor: ros__parameters:` (or `/**:`) from a ROS parameter file."""
+    data: Any = yaml.safe_load(Path(path).read_text()) or {}
+    for key in (NODE_NAME, f"/{NODE_NAME}", "/**"):
+        params = (data.get(key) or {}).get("ros__parameters") if isinstance(data, dict) else None
+        if isinstance(params, dict):
+            return SupervisorConfig(**params)
+    raise ValueError(f"{path}: no '{NODE_NAME}: ros__parameters:' section")
+
+
+def share_dir() -> Path | None:
+    """The package's installed share directory, if ament knows it (or the install prefix has it)."""
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        try:
+            return Path(get_package_share_directory(PACKAGE))
+        except (PackageNotFoundError, OSError):  # OSError: AMENT_PREFIX_PATH unset (no sourced workspace)
+            pass
+    except ImportError:
+        pass
+    candidate = Path(sys.prefix) / "share" / PACKAGE
+    return candidate if candidate.is_dir() else None
+
+
+def resolve_path(name: str) -> Path:
+    """Absolute as given; else relative to the cwd, the package share dir, then the source checkout."""
+    path = Path(os.path.expanduser(name))
+    if path.is_absolute():
+        candidates = [path]
+    else:
+        share = share_dir()
+        candidates = [Path.cwd() / path] + ([share / path] if share else [])
+        candidates.append(Path(__file__).resolve().parent.parent / path)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{name}: not found (looked in {', '.join(str(c) for c in candidates)})")

@@ -1,0 +1,172 @@
+"""The supervisor's state machine: hold, follow, watchdog stop, e-stop. No ROS, explicit clocks.
+
+Every input carries the time it was received (`now`, seconds on the node clock), so tests
+drive it with a fake clock and the ROS node only translates messages.
+States, in order of precedence at each tick:
+  waiting_for_joint_state  nothing measured yet: publish nothing (nothing to hold to)
+  estop                    latched by the e-stop topic: controlled stop, then hold
+  watchdog_stop            joint states or proposals went stale: controlled stop, then hold
+  hold                     no usable proposal (none yet, or the last one was rejected)
+  active                   following the latest proposal through the limiter
+A controlled stop ramps the commanded velocity to zero at max deceleration, one command
+per period, then repeats the final position (forward_command_controller has no timeout).
+"""
+from __future__ import annotations
+
+from collections import Counter, deque
+from typing import Any, Sequence
+
+from omni_vla_safety.config import SupervisorConfig
+from omni_vla_safety.limiter import CommandLimiter, describe
+from omni_vla_safety.limits import JointLimitSet
+from omni_vla_safety.validation import NO_JOINT_STATE, JointOrder, Rejection, check_age
+
+WAITING = "waiting_for_joint_state"
+ESTOP = "estop"
+WATCHDOG = "watchdog_stop"
+HOLD = "hold"
+ACTIVE = "active"
+
+
+class Supervisor:
+    """Validates proposals, limits them, and stops the robot itself when inputs fail."""
+
+    def __init__(self, config: SupervisorConfig, limits: Sequence[JointLimitSet]) -> None:
+        self.config = config
+        self.order = JointOrder(config.joint_names)
+        self.limiter = CommandLimiter(config.joint_names, limits, config.dt,
+                                      max_relative_target=config.max_relative_target,
+                                      target_horizon_s=config.target_horizon_s,
+                                      uniform_scaling=config.uniform_scaling)
+        self.state = WAITING
+        self.reason = "no joint state received yet"
+        self.last_intervention = ""
+        self.counts: Counter[str] = Counter()
+        self.events: deque[tuple[str, str]] = deque(maxlen=512)
+        self.measured: list[float] | None = None
+        self.state_time = float("-inf")
+        self.target: list[float] | None = None
+        self.command_time = float("-inf")
+        self.estop_latched = False
+        self.estop_input = False
+        self.ticks = 0
+
+    def _event(self, kind: str, message: str, state_reason: bool = True) -> None:
+        """Count and queue for logging; `reason` explains the current state, not routine clamping."""
+        self.counts[kind] += 1
+        if state_reason:
+            self.reason = message
+        else:
+            self.last_intervention = message
+        self.events.append((kind, message))
+
+    def on_joint_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> bool:
+        """Store a measurement; a bad one is counted and ignored (staleness then stops the robot)."""
+        try:
+            measured = self.order.state(names, positions)
+        except Rejection as rej:
+            self._event("bad_joint_state", f"joint state ignored: {rej}")
+            return False
+        if self.measured is None:
+            self.limiter.reset(measured)
+            self.state, self.reason = HOLD, "joint state received; holding until a valid proposal"
+        self.measured = measured
+        self.state_time = now
+        return True
+
+    def joint_state_fresh(self, now: float) -> bool:
+        return self.measured is not None and now - self.state_time <= self.config.joint_state_timeout_s
+
+    def on_command(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
+                   now: float) -> bool:
+        """Accept a proposal as the new target, or reject it and hold. Returns acceptance."""
+        try:
+            target = self.validate(names, positions, stamp, now)
+        except Rejection as rej:
+            self.reject(rej.kind, str(rej))
+            return False
+        if self.estop_latched:
+            self._event("ignored_estop", "command ignored: e-stop latched")
+            return False
+        self.target = target
+        return True
+
+    def reject(self, kind: str, message: str) -> None:
+        """Drop the target (the robot stops and holds) and count why."""
+        self.target = None
+        self._event(kind, f"command rejected, holding: {message}")
+
+    def validate(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
+                 now: float) -> list[float]:
+        """Ordered, finite, fresh target positions, or a Rejection naming what is wrong."""
+        if not self.joint_state_fresh(now):
+            raise Rejection(NO_JOINT_STATE, "no fresh joint state (nothing safe to limit against)")
+        target = self.order.command(names, positions)
+        self.command_time = check_age(stamp, now, self.config.command_timeout_s, self.config.max_future_stamp_s)
+        return target
+
+    def on_estop(self, stop: bool, now: float) -> None:
+        """True latches a stop; False only records that the stop condition is gone."""
+        self.estop_input = bool(stop)
+        if stop and not self.estop_latched:
+            self.estop_latched = True
+            self.target = None
+            self._event("estop", "e-stop latched by the estop topic")
+
+    def reset_estop(self, now: float) -> tuple[bool, str]:
+        """Clear a latched e-stop only when the input is False and the robot has stopped."""
+        if not self.estop_latched:
+            return True, "e-stop was not latched"
+        if self.estop_input:
+            return False, "e-stop input is still True: publish False on the estop topic first"
+        if not self.limiter.stopped:
+            return False, "robot is still braking: retry once stopped"
+        self.estop_latched = False
+        if self.joint_state_fresh(now):
+            self.limiter.reset(self.measured)  # resume from where the robot really is
+        self.state = HOLD
+        self._event("estop_reset", "e-stop reset; holding until a valid proposal")
+        return True, "e-stop cleared; holding until a new proposal arrives"
+
+    def _enter(self, state: str, kind: str, message: str) -> None:
+        if self.state != state:
+            self.state = state
+            self._event(kind, message)
+
+    def tick(self, now: float) -> list[float] | None:
+        """The command to publish this period (joint order), or None before any joint state."""
+        if self.measured is None:
+            return None
+        self.ticks += 1
+        limiter = self.limiter
+        if self.estop_latched:
+            self.state = ESTOP
+            out = limiter.stop()
+        elif not self.joint_state_fresh(now):
+            self.target = None
+            self._enter(WATCHDOG, "watchdog_joint_state",
+                        f"joint states stale ({now - self.state_time:.3f} s > joint_state_timeout_s "
+                        f"{self.config.joint_state_timeout_s}): controlled stop")
+            out = limiter.stop()
+        elif self.target is not None and now - self.command_time > self.config.command_timeout_s:
+            self.target = None
+            self._enter(WATCHDOG, "watchdog_command",
+                        f"proposals stopped ({now - self.command_time:.3f} s > command_timeout_s "
+                        f"{self.config.command_timeout_s}): controlled stop")
+            out = limiter.stop()
+        elif self.target is None:
+            if self.state == ACTIVE:
+                self.state = HOLD
+            out = limiter.stop()
+        else:
+            self.state = ACTIVE
+            out = limiter.limit(self.target, self.measured)
+        for rec in limiter.interventions:
+            self._event(rec[0], describe(rec, self.order.names), state_reason=False)
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """Compact status for the status topic and diagnostics."""
+        return {"state": self.state, "reason": self.reason, "last_intervention": self.last_intervention,
+                "stopped": self.limiter.stopped,
+                "estop_latched": self.estop_latched, "ticks": self.ticks, "counts": dict(self.counts)}

@@ -1,0 +1,95 @@
+"""Fail-closed checks of a proposed command and of joint states, before any limiting.
+
+ros2_control's limiters return the command unchanged when data is missing; here missing,
+extra, duplicated or non-finite data rejects the command so the supervisor holds.
+"""
+from __future__ import annotations
+
+from math import isfinite
+from typing import Sequence
+
+SIZE = "rejected_size"
+NAMES = "rejected_names"
+NON_FINITE = "rejected_non_finite"
+STALE = "rejected_stale"
+FUTURE = "rejected_future_stamp"
+NO_JOINT_STATE = "rejected_no_joint_state"
+NO_POINTS = "rejected_no_points"
+
+
+class Rejection(Exception):
+    """A command or state that must not be used; `kind` is counted, the message logged."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class JointOrder:
+    """Maps name-indexed messages onto the configured joint order."""
+
+    def __init__(self, joint_names: Sequence[str]) -> None:
+        self.names = list(joint_names)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        if len(self.index) != len(self.names):
+            raise ValueError(f"duplicate joint names in {self.names}")
+
+    def command(self, names: Sequence[str], positions: Sequence[float]) -> list[float]:
+        """Positions of a command in joint order; exactly the configured joints, all finite."""
+        if len(names) != len(positions):
+            raise Rejection(SIZE, f"command has {len(names)} joint names but {len(positions)} positions")
+        if len(positions) != len(self.names):
+            raise Rejection(SIZE, f"command has {len(positions)} positions, expected {len(self.names)} "
+                                  f"({', '.join(self.names)})")
+        if list(names) == self.names:
+            ordered = list(positions)
+        else:
+            ordered = [0.0] * len(self.names)
+            seen = set()
+            for name, value in zip(names, positions):
+                i = self.index.get(name)
+                if i is None:
+                    raise Rejection(NAMES, f"command names unknown joint '{name}'")
+                if i in seen:
+                    raise Rejection(NAMES, f"command names joint '{name}' twice")
+                seen.add(i)
+                ordered[i] = value
+        self.check_finite(ordered, "command")
+        return ordered
+
+    def state(self, names: Sequence[str], positions: Sequence[float]) -> list[float]:
+        """Measured positions in joint order; extra joints (e.g. a mimic finger) are ignored."""
+        if len(positions) != len(names):
+            raise Rejection(SIZE, f"joint state has {len(names)} names but {len(positions)} positions")
+        if list(names) == self.names:
+            ordered = list(positions)
+        else:
+            lookup = dict(zip(names, positions))
+            try:
+                ordered = [lookup[name] for name in self.names]
+            except KeyError as exc:
+                raise Rejection(NAMES, f"joint state lacks joint '{exc.args[0]}'") from None
+        self.check_finite(ordered, "joint state")
+        return ordered
+
+    def check_finite(self, values: list[float], what: str) -> None:
+        """One sum catches NaN and +-Inf in the common case; the loop names the joint."""
+        total = sum(values)
+        if total - total == 0.0:
+            return
+        for name, value in zip(self.names, values):
+            if not isfinite(value):
+                raise Rejection(NON_FINITE, f"{what} position of joint '{name}' is {value}")
+
+
+def check_age(stamp: float | None, now: float, timeout: float, max_future: float) -> float:
+    """The command's time (its stamp, or `now` for a zero stamp); refuses old and future stamps."""
+    if stamp is None:
+        return now
+    age = now - stamp
+    if age > timeout:
+        raise Rejection(STALE, f"command is {age:.3f} s old, older than command_timeout_s {timeout:.3f}")
+    if age < -max_future:
+        raise Rejection(FUTURE, f"command stamp is {-age:.3f} s in the future (max_future_stamp_s "
+                                f"{max_future:.3f}): clocks disagree")
+    return stamp

@@ -1,0 +1,22 @@
+"""The safety benchmark runs and prints the contract's JSON (speed is judged from its numbers, not here)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from omni_vla_safety import bench
+
+
+def test_bench_prints_median_and_p99_for_7_and_14_joints(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--json", "--repetitions", "300"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for n in ("7", "14"):
+        assert 0 < report[n]["median_us"] <= report[n]["p99_us"]
+        assert report[n]["with_bookkeeping"]["median_us"] > 0
+    assert report["repetitions"] == 300 and report["python"] and report["threads"] == 1
+
+
+def test_bench_refuses_too_few_repetitions_for_a_p99() -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--repetitions", "5"])

@@ -1,0 +1,232 @@
+"""ROS level: the real safety_supervisor process over Fast DDS stops the robot when proposals die.
+
+The test plays the robot (joint states = last supervisor command, i.e. perfect tracking) and runs
+the policy's command stream in a separate process that it SIGKILLs mid-motion. Random
+ROS_DOMAIN_ID and an isolated rclpy Context keep it apart from other tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Bool, Float64MultiArray, String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+HOME = [0.0, 0.0, 0.0, -1.5, 0.0, 1.8, 0.0, 0.02]
+RATE_HZ = 100.0
+DT = 1.0 / RATE_HZ
+TIMEOUT_S = 0.2
+DECEL = [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0, 4.0]  # config/joint_limits.yaml
+ACCEL = DECEL
+DOMAIN = random.randint(30, 200)
+
+PUBLISHER = textwrap.dedent("""
+    import math, sys, rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    rclpy.init()
+    node = rclpy.create_node("fake_policy")
+    pub = node.create_publisher(JointTrajectory, "/omni_vla/proposed_command",
+                                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    names = sys.argv[1].split(",")
+    home = [float(x) for x in sys.argv[2].split(",")]
+    t0 = node.get_clock().now().nanoseconds * 1e-9
+    def tick():
+        now = node.get_clock().now()
+        t = now.nanoseconds * 1e-9 - t0
+        msg = JointTrajectory(joint_names=names)
+        msg.header.stamp = now.to_msg()
+        target = list(home)
+        target[0] = 1.5 * math.sin(0.8 * t)   # up to 1.2 rad/s on panda_joint1
+        target[2] = 0.5 * math.sin(1.1 * t)
+        msg.points = [JointTrajectoryPoint(positions=target)]
+        pub.publish(msg)
+    node.create_timer(0.05, tick)   # the policy's 20 Hz
+    rclpy.spin(node)
+""")
+
+
+class Robot:
+    """Test-side node: publishes joint states that track the supervisor's commands; records outputs."""
+
+    def __init__(self, context: object) -> None:
+        self.node = rclpy.create_node("safety_test_robot", context=context)
+        reliable = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self.lock = threading.Lock()
+        self.outputs: list[tuple[float, list[float]]] = []
+        self.status: list[dict] = []
+        self.diagnostics: list[DiagnosticArray] = []
+        self.position = list(HOME)
+        self.node.create_subscription(Float64MultiArray, "/forward_position_controller/commands",
+                                      self._on_command, reliable)
+        self.node.create_subscription(String, "/omni_vla/safety_status", self._on_status, reliable)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.js_pub = self.node.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+        self.estop_pub = self.node.create_publisher(Bool, "/omni_vla/estop", reliable)
+        self.reset = self.node.create_client(Trigger, "/omni_vla/reset_estop")
+        self.node.create_timer(DT, self._publish_state)
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        with self.lock:
+            self.outputs.append((time.monotonic(), list(msg.data)))
+            self.position = list(msg.data)
+
+    def _on_status(self, msg: String) -> None:
+        with self.lock:
+            self.status.append(json.loads(msg.data))
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        with self.lock:
+            self.diagnostics.append(msg)
+
+    def _publish_state(self) -> None:
+        msg = JointState(name=NAMES)
+        with self.lock:
+            msg.position = list(self.position)
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.js_pub.publish(msg)
+
+    def snapshot(self) -> list[tuple[float, list[float]]]:
+        with self.lock:
+            return list(self.outputs)
+
+    def state(self) -> str:
+        with self.lock:
+            return self.status[-1]["state"] if self.status else ""
+
+    def call_reset(self) -> Trigger.Response:
+        assert self.reset.wait_for_service(timeout_sec=5.0)
+        future = self.reset.call_async(Trigger.Request())
+        deadline = time.monotonic() + 5.0
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert future.done(), "reset_estop did not answer"
+        return future.result()
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, robot: Robot | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    last = robot.status[-1] if robot is not None and robot.status else None
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last status {last}")
+
+
+def speeds(outputs: list[list[float]], joint: int) -> list[float]:
+    return [(b[joint] - a[joint]) / DT for a, b in zip(outputs, outputs[1:])]
+
+
+@pytest.fixture(scope="module")
+def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Robot, dict[str, str]]]:
+    params = tmp_path_factory.mktemp("safety") / "params.yaml"
+    params.write_text(textwrap.dedent(f"""
+        safety_supervisor:
+          ros__parameters:
+            joint_limits_file: {REPO / 'config' / 'joint_limits.yaml'}
+            rate_hz: {RATE_HZ}
+            command_timeout_s: {TIMEOUT_S}
+            joint_state_timeout_s: 0.5
+            status_period_s: 0.05
+            diagnostics_period_s: 0.2
+    """))
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    supervisor = subprocess.Popen([sys.executable, "-m", "omni_vla_safety.node", "--ros-args",
+                                   "--params-file", str(params)], env=env, cwd=str(params.parent),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=DOMAIN)
+    robot = Robot(context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(robot.node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        yield robot, env
+    finally:
+        supervisor.send_signal(signal.SIGINT)
+        try:
+            log, _ = supervisor.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            supervisor.kill()
+            log, _ = supervisor.communicate()
+        print(log)
+        executor.shutdown()
+        robot.node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        spinner.join(timeout=5)
+
+
+def test_killed_command_stream_gets_controlled_stop_within_timeout_then_hold(
+        ros_env: tuple[Robot, dict[str, str]]) -> None:
+    robot, env = ros_env
+    wait_for(lambda: len(robot.snapshot()) > 5, 15.0, "the supervisor to hold at the measured position")
+    wait_for(lambda: robot.state() == "hold", 5.0, "the hold state on the status topic", robot)
+    assert max(abs(a - b) for a, b in zip(robot.snapshot()[-1][1], HOME)) < 1e-9
+    policy = subprocess.Popen([sys.executable, "-c", PUBLISHER, ",".join(NAMES), ",".join(map(str, HOME))],
+                              env=env)
+    try:
+        def fast() -> bool:
+            outs = [o for _, o in robot.snapshot()[-3:]]
+            return robot.state() == "active" and len(outs) == 3 and abs(speeds(outs, 0)[-1]) > 0.5
+        wait_for(fast, 15.0, "the arm to move fast under the policy's stream", robot)
+    finally:
+        policy.send_signal(signal.SIGKILL)
+        policy.wait(timeout=5)
+    t_kill = time.monotonic()
+    n_kill = len(robot.snapshot())
+    time.sleep(TIMEOUT_S + 0.8)
+    after = robot.snapshot()[n_kill - 2:]
+    outs = [o for _, o in after]
+    v_kill = abs(speeds(outs[:3], 0)[0])
+    for j in range(len(NAMES)):
+        v = speeds(outs, j)
+        dv = [abs(b - a) / DT for a, b in zip(v, v[1:])]
+        assert max(dv) <= max(ACCEL[j], DECEL[j]) + 1e-6, f"{NAMES[j]} acceleration {max(dv)} after the kill"
+    v0 = speeds(outs, 0)
+    stop_index = next(k for k in range(len(v0)) if all(abs(speeds(outs, j)[k]) < 1e-9 for j in range(8))
+                      and all(abs(s) < 1e-9 for s in v0[k:]))
+    t_stop = after[stop_index + 1][0]
+    budget = TIMEOUT_S + v_kill / DECEL[0] + 0.15  # watchdog timeout + braking at max deceleration + jitter
+    assert t_stop - t_kill <= budget, f"stopped {t_stop - t_kill:.3f} s after the kill (budget {budget:.3f})"
+    held = outs[stop_index + 1:]
+    assert len(held) > 20 and all(o == held[0] for o in held)  # then holds, publishing every period
+    assert robot.state() == "watchdog_stop"
+    with robot.lock:
+        diag = [s for d in robot.diagnostics for s in d.status if s.name == "safety_supervisor"]
+    values = {kv.key: kv.value for kv in diag[-1].values}
+    assert values["state"] == "watchdog_stop" and values["interventions/watchdog_command"] == "1"
+
+
+def test_estop_latches_over_ros_and_resets_only_when_clear(ros_env: tuple[Robot, dict[str, str]]) -> None:
+    robot, _ = ros_env
+    wait_for(lambda: len(robot.snapshot()) > 5, 15.0, "supervisor output")
+    robot.estop_pub.publish(Bool(data=True))
+    wait_for(lambda: robot.state() == "estop", 3.0, "the e-stop to latch", robot)
+    response = robot.call_reset()
+    assert not response.success and "still True" in response.message
+    robot.estop_pub.publish(Bool(data=False))
+    time.sleep(0.2)
+    assert robot.state() == "estop"  # False alone does not unlatch
+    response = robot.call_reset()
+    assert response.success, response.message
+    wait_for(lambda: robot.state() == "hold", 3.0, "hold after reset", robot)
