@@ -54,6 +54,7 @@ class SimNode(Node):
         self.target = self.obs["qpos"].copy()
         self.done = False
         self.success = False
+        self.frozen = False
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub_front = self.create_publisher(Image, self.cfg.front_image_topic, qos_profile_sensor_data)
         self.pub_wrist = self.create_publisher(Image, self.cfg.wrist_image_topic, qos_profile_sensor_data)
@@ -66,6 +67,8 @@ class SimNode(Node):
         self.get_logger().info(f"sim_node: task {self.cfg.task}, {self.cfg.control_hz} Hz")
 
     def _on_command(self, msg: Float64MultiArray) -> None:
+        if self.frozen:
+            return
         data = np.asarray(msg.data, dtype=np.float64)
         if data.shape != (len(robot.JOINT_NAMES),) or not np.all(np.isfinite(data)):
             self.get_logger().error(f"command refused: expected {len(robot.JOINT_NAMES)} finite values, "
@@ -74,19 +77,29 @@ class SimNode(Node):
         self.target[:] = data
 
     def _on_episode(self, msg: String) -> None:
+        """{"task", "seed", "instruction", "frozen"} resets; {"start": true} unfreezes.
+
+        A frozen sim ignores commands and holds the reset pose, so an operator can re-sync the
+        supervisor (e-stop, reset) before the robot follows commands again.
+        """
         try:
             req = json.loads(msg.data)
+            if req.get("start"):
+                self.frozen = False
+                self.get_logger().info("episode started")
+                return
             self.obs = self.env.reset(int(req["seed"]), req.get("instruction"), task=req.get("task"))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self.get_logger().error(f"episode request refused: {exc}")
             return
         self.target = self.obs["qpos"].copy()
+        self.frozen = bool(req.get("frozen", False))
         self.done = self.success = False
         self.get_logger().info(f"episode reset: task {self.env.task.name} seed {self.env.seed}")
         self._publish()
 
     def _tick(self) -> None:
-        if not self.done:
+        if not self.done and not self.frozen:
             self.obs, _, ok, truncated, _ = self.env.step(self.target)
             self.success, self.done = ok, ok or truncated
         self._publish()
@@ -106,7 +119,7 @@ class SimNode(Node):
                 msg.header.frame_id = f"{cam}_camera"
                 pub.publish(msg)
         status = {"task": self.env.task.name, "seed": self.env.seed, "instruction": self.env.instruction.text,
-                  "step": self.env.steps, "success": self.success, "done": self.done}
+                  "step": self.env.steps, "success": self.success, "done": self.done, "frozen": self.frozen}
         self.pub_status.publish(String(data=json.dumps(status)))
 
 

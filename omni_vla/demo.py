@@ -1,0 +1,196 @@
+"""`omni-vla demo` (README command 1): the whole ROS graph in MuJoCo, in real time.
+
+Brings up sim_node, safety_supervisor and vla_node as separate processes over DDS with the shipped
+bundle, runs a few episodes of every task, prints success and loop statistics, writes a report,
+and shuts everything down. Between episodes it does what an operator would: e-stop, deactivate
+the policy, reset the scene, release the e-stop (the supervisor re-syncs to the measured pose),
+then start the episode and activate the policy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_BUNDLE = REPO / "bundles" / "reference"
+
+
+class DemoProbe:
+    """The operator's side of the graph: one rclpy node with the topics and services the demo uses."""
+
+    def __init__(self, domain_id: int) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifecycle_msgs.srv import ChangeState
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Bool, String
+        from std_srvs.srv import Trigger
+
+        self.ctx = Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id)
+        self.node = rclpy.create_node("omni_vla_demo", context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.String, self.Bool = String, Bool
+        self.episode = self.node.create_publisher(String, "/sim/episode", 10)
+        self.instruction = self.node.create_publisher(String, "/omni_vla/instruction", latched)
+        self.estop = self.node.create_publisher(Bool, "/omni_vla/estop", latched)
+        self.reset_estop = self.node.create_client(Trigger, "/omni_vla/reset_estop")
+        self.lifecycle = self.node.create_client(ChangeState, "/vla_node/change_state")
+        self.ChangeState, self.Trigger = ChangeState, Trigger
+        self.status: dict[str, Any] = {}
+        self.safety: dict[str, Any] = {}
+        self.diag: dict[str, dict[str, str]] = {}
+        self.node.create_subscription(String, "/sim/status", lambda m: self.status.update(json.loads(m.data)), 10)
+        self.node.create_subscription(String, "/omni_vla/safety_status",
+                                      lambda m: self.safety.update(json.loads(m.data)), 10)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+
+    def _on_diag(self, msg: Any) -> None:
+        for st in msg.status:
+            self.diag[st.name] = {kv.key: kv.value for kv in st.values} | {"_level": str(int.from_bytes(
+                st.level, "little") if isinstance(st.level, bytes) else st.level), "_message": st.message}
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.01)
+
+    def spin_until(self, cond, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.01)
+            if cond():
+                return True
+        return False
+
+    def call(self, client, request, timeout: float = 10.0) -> Any:
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f"service {client.srv_name} not available")
+        fut = client.call_async(request)
+        self.spin_until(fut.done, timeout)
+        if not fut.done():
+            raise TimeoutError(f"service {client.srv_name} did not answer")
+        return fut.result()
+
+    def transition(self, transition_id: int) -> bool:
+        req = self.ChangeState.Request()
+        req.transition.id = transition_id
+        return bool(self.call(self.lifecycle, req).success)
+
+    def close(self) -> None:
+        import rclpy
+
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+
+def _vla_diag(probe: DemoProbe) -> dict[str, str]:
+    return next((v for k, v in probe.diag.items() if "vla" in k.lower()), {})
+
+
+def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[str, Any]:
+    from lifecycle_msgs.msg import Transition
+
+    probe.estop.publish(probe.Bool(data=True))
+    probe.spin_until(lambda: probe.safety.get("state") == "estop" and probe.safety.get("stopped"), 5)
+    probe.transition(Transition.TRANSITION_DEACTIVATE)
+    probe.episode.publish(probe.String(data=json.dumps({"task": task, "seed": seed, "frozen": True})))
+    probe.spin_until(lambda: probe.status.get("seed") == seed and probe.status.get("frozen"), 10)
+    probe.spin_for(0.3)
+    probe.estop.publish(probe.Bool(data=False))
+    probe.spin_for(0.2)
+    reset = probe.call(probe.reset_estop, probe.Trigger.Request())
+    if not reset.success:
+        raise RuntimeError(f"e-stop reset refused: {reset.message}")
+    before = dict(probe.safety.get("counts", {}))
+    probe.instruction.publish(probe.String(data=probe.status["instruction"]))
+    probe.episode.publish(probe.String(data=json.dumps({"start": True})))
+    probe.transition(Transition.TRANSITION_ACTIVATE)
+    t0 = time.monotonic()
+    probe.spin_until(lambda: probe.status.get("done") and probe.status.get("seed") == seed, timeout)
+    after = probe.safety.get("counts", {})
+    shaping = {"acceleration", "jerk", "deceleration", "estop", "estop_reset", "ignored_estop"}
+    interventions = sum(v - before.get(k, 0) for k, v in after.items() if k not in shaping)
+    return {"task": task, "seed": seed, "instruction": probe.status.get("instruction"),
+            "success": bool(probe.status.get("success")), "steps": int(probe.status.get("step", 0)),
+            "wall_s": round(time.monotonic() - t0, 2), "interventions": int(interventions),
+            "vla": dict(_vla_diag(probe))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from omni_vla.bringup import Bringup
+    from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
+
+    p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)
+    p.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE)
+    p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
+    p.add_argument("--episodes", type=int, default=2, help="per task")
+    p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
+    p.add_argument("--out", type=Path, default=Path("reports/demo"))
+    p.add_argument("--expert", action="store_true", help="scripted experts only (no policy, no ROS)")
+    args = p.parse_args(argv)
+    if args.expert or not (args.bundle / "manifest.json").exists():
+        if not args.expert:
+            print(f"[demo] no policy bundle at {args.bundle}: showing the scripted experts instead")
+        from omni_vla_sim.showcase import main as showcase
+
+        return showcase(["--episodes", str(args.episodes), "--out", str(args.out / "expert")])
+    domain = random.randint(1, 100)
+    overrides = {
+        "vla_node": {"bundle_dir": str(args.bundle.resolve()), "backend": args.backend, "autostart": True},
+    }
+    episodes: list[dict[str, Any]] = []
+    t_start = time.monotonic()
+    with Bringup(domain_id=domain, overrides=overrides, log_dir=args.out / "logs") as graph:
+        probe = DemoProbe(domain)
+        try:
+            ready = probe.spin_until(lambda: probe.status and probe.safety and _vla_diag(probe), 90)
+            if not ready or graph.dead():
+                raise RuntimeError(f"graph did not come up (dead: {graph.dead()}); see {args.out / 'logs'}")
+            for task in args.tasks:
+                for k in range(args.episodes):
+                    ep = run_episode(probe, task, EVAL_SEED_BASE + k, timeout=TASKS[task].max_steps / 20 + 10)
+                    episodes.append(ep)
+                    print(f"[demo] {task:22s} seed {ep['seed']}  {'success' if ep['success'] else 'fail':7s} "
+                          f"{ep['steps']:4d} ticks  interventions {ep['interventions']}", flush=True)
+        finally:
+            probe.close()
+    codes = graph.procs and {n: p.returncode for n, p in graph.procs.items()}
+    return _report(args, episodes, codes, time.monotonic() - t_start)
+
+
+def _report(args: argparse.Namespace, episodes: list[dict[str, Any]], codes: dict, wall: float) -> int:
+    from omni_vla_sim.report import EpisodeResult, summarise, write_report
+
+    results = [EpisodeResult(task=e["task"], seed=e["seed"], instruction=e["instruction"] or "", held_out=False,
+                             success=e["success"], steps=e["steps"], interventions=e["interventions"])
+               for e in episodes]
+    loop = {k: v for k, v in (episodes[-1]["vla"] if episodes else {}).items()}
+    report = summarise(results, {"backend": args.backend, "bundle": str(args.bundle)},
+                       {"episodes_per_task": args.episodes, "exit_codes": codes, "vla_diagnostics": loop}, wall)
+    write_report(args.out, report, results, title="omni_vla demo (ROS graph, real time)")
+    print("\n task                    success")
+    for t, g in report["tasks"].items():
+        print(f" {t:22s} {g['successes']}/{g['episodes']}")
+    print(f" overall                 {report['overall']['successes']}/{report['overall']['episodes']}")
+    print(f" loop: {json.dumps(loop)}")
+    print(f" report: {args.out / 'report.md'}   exit codes: {codes}")
+    return 0 if all(c in (0, -2) for c in (codes or {}).values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
