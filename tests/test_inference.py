@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.inference import SyncInference
+from omni_vla.inference import SyncInference, open_runtime
 from omni_vla.worker import ProcessInference
 
 H, D, S, E = 16, 8, 64, 16
@@ -73,6 +73,23 @@ def toy_factory(backend: str, bundle_dir: str, threads: int) -> ToyRuntime:
     if opts.get("mode") == "fail_load":
         raise FileNotFoundError(f"no bundle at {bundle_dir}")
     return ToyRuntime(float(opts.get("latency", 0.0)), opts.get("mode", "ok"))
+
+
+_BUNDLES: dict[tuple[str, ...], object] = {}
+
+
+def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, backends: tuple[str, ...] = ("mnn",)):
+    """A real exported tiny bundle (omni_vla_policies.testing), built once per test session."""
+    if backends not in _BUNDLES:
+        from omni_vla_policies.testing import make_tiny_bundle
+
+        _BUNDLES[backends] = make_tiny_bundle(tmp_path_factory.mktemp("tiny") / "bundle", backends=backends)
+    return _BUNDLES[backends]
+
+
+@pytest.fixture(scope="module")
+def mnn_bundle(tmp_path_factory: pytest.TempPathFactory):
+    return tiny_bundle(tmp_path_factory)
 
 
 def expected_chunk(state: np.ndarray, front_mean: float) -> np.ndarray:
@@ -283,3 +300,38 @@ def test_controller_with_unknown_instruction_holds_with_the_reason() -> None:
     assert ctl.state == "ERROR" and ctl.reason.startswith("cannot use instruction 'unknown task'")
     o["instruction"] = "pick"
     assert ctl.step(o, 1) is not None
+
+
+# ---------------------------------------------------------------- real bundle (MNN) in the worker
+@pytest.mark.slow
+def test_worker_with_real_mnn_bundle_matches_the_in_process_runtime(mnn_bundle) -> None:
+    client = ProcessInference("mnn", str(mnn_bundle), threads=1, seed=7).start()
+    local = open_runtime("mnn", str(mnn_bundle), 1)
+    try:
+        assert client.joint_names == local.joint_names and client.horizon == local.horizon
+        rng = np.random.default_rng(3)
+        inputs = {
+            "front": rng.random(client.front.shape, dtype=np.float32),
+            "wrist": rng.random(client.wrist.shape, dtype=np.float32),
+            "state": np.array([[0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04]], np.float32),
+            "prefix": (0.01 * rng.standard_normal(client.prefix.shape)).astype(np.float32),
+        }
+        for name, value in inputs.items():
+            getattr(client, name)[:] = value
+        inputs["prefix"] += inputs["state"][:, None, :]  # absolute targets near the current pose
+        client.prefix[:] = inputs["prefix"]
+        text = "pick up the red cube"
+        client.set_instruction(text)
+        client.submit(5, 3, 0.0)
+        res = _wait_result(client, 30.0)
+        assert res is not None and res.request_tick == 5
+        noise = np.random.default_rng(7).standard_normal((1, client.horizon, client.action_dim), dtype=np.float32)
+        want = np.zeros((client.horizon, client.action_dim), np.float32)
+        emb = local.encode_instruction(text)[None]
+        local.infer(inputs["front"], inputs["wrist"], inputs["state"], emb, inputs["prefix"], 3, noise, want)
+        np.testing.assert_allclose(res.actions, want, atol=1e-5)
+        np.testing.assert_allclose(res.actions[:3], inputs["prefix"][0, :3], atol=1e-4)
+        assert 0 < client.last_infer_s < res.latency_s
+    finally:
+        client.close()
+        local.close()

@@ -129,3 +129,20 @@ def test_stop_from_another_thread_ends_the_real_time_loop() -> None:
 def test_rejects_non_positive_rate() -> None:
     with pytest.raises(ValueError, match="rate_hz"):
         Scheduler(0.0, lambda k, t: None)
+
+
+def test_realtime_priority_applies_to_the_loop_thread_only_and_is_reported() -> None:
+    import os
+
+    policies: list[int] = []
+    sched = Scheduler(500.0, lambda k, t: policies.append(os.sched_getscheduler(0)), rt_priority=1)
+    th = threading.Thread(target=sched.run, kwargs={"max_ticks": 5})
+    th.start()
+    th.join(5.0)
+    assert len(policies) == 5
+    reset = getattr(os, "SCHED_RESET_ON_FORK", 0)
+    if sched.rt_status == "SCHED_FIFO 1":
+        assert set(policies) == {os.SCHED_FIFO | reset}, "FIFO, and a forked worker is not real-time"
+    else:
+        assert "unavailable" in sched.rt_status and os.SCHED_FIFO not in policies
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER, "the calling process keeps normal scheduling"

@@ -1,0 +1,253 @@
+"""Benchmark of the real-time loop: tick lateness, missed ticks, heap growth and cold start per backend.
+
+The loop runs exactly as in vla_node minus ROS: a Scheduler on the monotonic clock calls
+Controller.step on an ObservationStore while a feeder thread writes camera frames (30 Hz, 128x128
+RGB) and joint states (100 Hz) into it like the subscriber callbacks do, and the policy runs in its
+worker process. execution_horizon=1 by default, so a new chunk is requested on every tick at which
+the worker is free: inference runs for the whole measurement. The loop thread runs under SCHED_FIFO
+50 like vla_node's default (--rt-priority 0 for normal scheduling; "scheduling" in the JSON says
+which one really applied).
+
+    python -m omni_vla.bench_loop --bundle bundles/reference --json [--ticks 10000] [--backends mnn,executorch]
+
+Prints {"<backend>@<rate>": {...}, "<backend>": <its 50 Hz entry>, "settings": {...}}. Heap growth
+is measured separately (tracemalloc slows every allocation) over --heap-ticks ticks after warm-up;
+cold start is a fresh process's time from its start to its first command.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+WARMUP_TICKS = 200
+
+
+def _factory(spec: str | None) -> Any:
+    from omni_vla.inference import open_runtime
+
+    if not spec:
+        return open_runtime
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _feeder(store: Any, stop: threading.Event, size: int, dof: int) -> None:
+    """Camera frames at 30 Hz and joint states at 100 Hz, as ROS callbacks would deliver them."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 255, (size, size, 3), dtype=np.uint8) for _ in range(4)]
+    names = list(store.joint_names)
+    pos = [0.0] * dof
+    i = 0
+    while not stop.is_set():
+        if i % 3 == 0:
+            store.put_image("front", frames[i % 4], "rgb8")
+            store.put_image("wrist", frames[(i + 1) % 4], "bgr8")
+        store.put_joints(names, pos, pos)
+        i += 1
+        time.sleep(0.01)
+
+
+class LoopRig:
+    """Worker + controller + store + feeder, started once per backend and rate."""
+
+    def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float) -> None:
+        from omni_vla.config import ControllerConfig
+        from omni_vla.controller import Controller
+        from omni_vla.perception import ObservationStore
+        from omni_vla.worker import ProcessInference
+
+        self.inference = ProcessInference(backend, args.bundle, args.threads, factory=_factory(args.runtime_factory),
+                                          timeout_s=2.0).start()
+        cfg = ControllerConfig(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
+                               joint_names=list(getattr(self.inference, "joint_names", None) or
+                                                ControllerConfig().joint_names)[: self.inference.action_dim])
+        self.controller = Controller(cfg, self.inference)
+        self.store = ObservationStore(cfg.joint_names)
+        self.store.set_instruction(args.instruction)
+        self._stop = threading.Event()
+        self._feed = threading.Thread(target=_feeder, args=(self.store, self._stop, 128, self.inference.action_dim),
+                                      daemon=True)
+        self._feed.start()
+        while self.store.obs["wrist"] is None or self.store.obs["qpos"] is None:
+            time.sleep(0.005)
+        self.commands = 0
+
+    def tick(self, k: int, t: float) -> None:
+        with self.store.lock:
+            if self.controller.step(self.store.obs, k, t) is not None:
+                self.commands += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._feed.join(1.0)
+        self.inference.close()
+
+
+def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float) -> dict[str, Any]:
+    from omni_vla.loop import Scheduler
+
+    rig = LoopRig(args, backend, rate_hz)
+    try:
+        sched = Scheduler(rate_hz, rig.tick, rt_priority=args.rt_priority)
+        sched.run(max_ticks=WARMUP_TICKS)
+        sched.stats.reset()
+        rig.commands = 0
+        c0 = dict(rig.controller.counts)
+        t0 = time.perf_counter()
+        sched.run(max_ticks=args.ticks)
+        wall = time.perf_counter() - t0
+        out: dict[str, Any] = {"rate_hz": rate_hz, **sched.stats.summary()}
+        counts = {k: rig.controller.counts[k] - c0[k] for k in c0}
+        out.update(
+            commands=rig.commands, inference_requests=counts["requests"], chunks=counts["chunks"],
+            holds=counts["holds"], starved_ticks=counts["starved_ticks"],
+            inference_latency_ms=rig.controller.latency_summary(), worker_restarts=rig.inference.restarts,
+            wall_s=round(wall, 3), final_state=f"{rig.controller.state}: {rig.controller.reason}",
+            scheduling=sched.rt_status,
+        )
+        out["heap_growth_bytes"] = heap_growth(sched, args.heap_ticks)
+        return out
+    finally:
+        rig.close()
+
+
+def heap_growth(sched: Any, ticks: int) -> int:
+    """Bytes still allocated after `ticks` more ticks (Python heap, all threads, tracemalloc)."""
+    sched.run(max_ticks=sched.stats.ticks + 100)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        sched.run(max_ticks=sched.stats.ticks + ticks)
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def cold_start(args: argparse.Namespace, backend: str) -> float:
+    """Seconds from launching a fresh Python process to its first command."""
+    cmd = [sys.executable, "-m", "omni_vla.bench_loop", "--probe-cold-start", "--backends", backend,
+           "--bundle", str(args.bundle), "--threads", str(args.threads), "--instruction", args.instruction]
+    if args.runtime_factory:
+        cmd += ["--runtime-factory", args.runtime_factory]
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": _pythonpath()})
+    if res.returncode != 0:
+        raise RuntimeError(f"cold-start probe failed: {res.stderr.strip()[-2000:]}")
+    stamp = [ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("FIRST_COMMAND_PERF_COUNTER ")]
+    if not stamp:
+        raise RuntimeError(f"cold-start probe printed no stamp: {res.stdout[-500:]!r}")
+    return round(float(stamp[0]) - t0, 3)
+
+
+def _pythonpath() -> str:
+    extra = [p for p in sys.path if p and Path(p).is_dir()]
+    return os.pathsep.join(extra)
+
+
+def probe_cold_start(args: argparse.Namespace) -> int:
+    """In the fresh process: start everything, tick until the first command, print perf_counter."""
+    from omni_vla.loop import Scheduler
+
+    backend = args.backends.split(",")[0]
+    rig = LoopRig(args, backend, 50.0)
+    first: list[float] = []
+
+    def tick(k: int, t: float) -> None:
+        rig.tick(k, t)
+        if rig.commands and not first:
+            first.append(time.perf_counter())
+            sched.stop()
+
+    sched = Scheduler(50.0, tick)
+    try:
+        sched.run(max_ticks=500)
+    finally:
+        rig.close()
+    if not first:
+        print(f"no command within 500 ticks: {rig.controller.state}: {rig.controller.reason}", file=sys.stderr)
+        return 1
+    print(f"FIRST_COMMAND_PERF_COUNTER {first[0]:.6f}", flush=True)
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="omni-vla bench loop", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundle", type=Path, default=Path("bundles/reference"), help="exported bundle directory")
+    p.add_argument("--backends", default="mnn,executorch", help="comma list")
+    p.add_argument("--rates", default="50,100", help="comma list of loop rates (Hz)")
+    p.add_argument("--ticks", type=int, default=10_000, help="measured ticks per backend and rate")
+    p.add_argument("--heap-ticks", type=int, default=1_000, help="ticks under tracemalloc for heap growth")
+    p.add_argument("--threads", type=int, default=1, help="runtime threads (the loop keeps the other core)")
+    p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
+    p.add_argument("--execution-horizon", type=int, default=1, help="1: request a chunk whenever the worker is free")
+    p.add_argument("--instruction", default="pick up the red cube")
+    p.add_argument("--runtime-factory", default=None, help="module:function(backend, bundle_dir, threads) -> runtime")
+    p.add_argument("--rt-priority", type=int, default=50,
+                   help="SCHED_FIFO priority of the loop thread, as vla_node.yaml (0: normal scheduling)")
+    p.add_argument("--no-cold-start", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON only")
+    p.add_argument("--probe-cold-start", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.probe_cold_start:
+        return probe_cold_start(args)
+    # The tick competes with the feeder thread for the GIL, as in vla_node: same switch interval.
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)  # runtimes (MNN) print to fd 1, in this process and its workers: keep the JSON clean
+    try:
+        results = _run(args)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        sys.setswitchinterval(switch)
+    if results is None:
+        return 2
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any] | None:
+    if not args.runtime_factory and not (args.bundle / "manifest.json").is_file():
+        print(f"no bundle at {args.bundle} (export one, or pass --bundle)", file=sys.stderr)
+        return None
+    results: dict[str, Any] = {
+        "settings": {
+            "ticks": args.ticks, "heap_ticks": args.heap_ticks, "warmup_ticks": WARMUP_TICKS, "threads": args.threads,
+            "rt_priority": args.rt_priority, "strategy": args.strategy, "execution_horizon": args.execution_horizon,
+            "camera": "128x128 rgb8/bgr8 at 30 Hz", "bundle": str(args.bundle), "cpus": os.cpu_count(),
+        },
+    }
+    for backend in [b for b in args.backends.split(",") if b]:
+        cold = None if args.no_cold_start else cold_start(args, backend)
+        for rate in [float(r) for r in args.rates.split(",") if r]:
+            entry = bench_rate(args, backend, rate)
+            entry["cold_start_s"] = cold
+            results[f"{backend}@{rate:g}"] = entry
+            if not args.json:
+                print(f"{backend}@{rate:g}: p99 {entry['p99_lateness_ms']:.3f} ms, max {entry['max_lateness_ms']:.3f} ms, "
+                      f"missed {entry['missed_ticks']}, heap {entry['heap_growth_bytes']} B, cold {cold} s",
+                      file=sys.stderr)
+        first = f"{backend}@{float(args.rates.split(',')[0]):g}"
+        results[backend] = results[first]
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Validated settings for the control core and vla_node.
+
+One pydantic model per concern: ControllerConfig is everything the ROS-free core needs (node, sim
+demo and evaluation share it); VlaNodeConfig adds what only the ROS node needs. ROS parameters are
+flat ("topics.front_image"), so `from_ros_parameters` rebuilds the nesting before validating.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from omni_vla import JOINT_NAMES
+
+Strategy = Literal["rtc", "average", "naive"]
+Backend = Literal["executorch", "mnn"]
+
+
+class ControllerConfig(BaseModel):
+    """How the fixed-rate loop turns observations and action chunks into one command per tick."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate_hz: float = Field(20.0, gt=0, le=1000, description="control rate (ticks per second)")
+    strategy: Strategy = Field("rtc", description="how a new chunk is spliced into the queue")
+    execution_horizon: int = Field(
+        8, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"
+    )
+    max_obs_age_s: float = Field(0.5, gt=0, description="older camera/joint data -> no command, ERROR")
+    average_old_weight: float = Field(0.3, ge=0, le=1, description="weight of the old chunk on the overlap ('average')")
+    latency_window: int = Field(32, ge=1, le=4096, description="recent inference latencies kept for the p95 delay")
+    inference_timeout_s: float = Field(1.0, gt=0, description="a request unanswered this long means a hung worker")
+    startup_timeout_s: float = Field(60.0, gt=0, description="worker load + warm-up budget")
+    restart_backoff_s: float = Field(0.5, gt=0, description="first worker restart delay, doubled per failure")
+    restart_backoff_max_s: float = Field(10.0, gt=0, description="cap of the restart delay")
+    joint_names: list[str] = Field(default_factory=lambda: list(JOINT_NAMES), min_length=1)
+
+    @field_validator("joint_names")
+    @classmethod
+    def _unique_names(cls, names: list[str]) -> list[str]:
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"joint_names has duplicates: {dupes}")
+        if any(not n for n in names):
+            raise ValueError("joint_names has an empty name")
+        return names
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.rate_hz
+
+
+class TopicsConfig(BaseModel):
+    """Topic names (all remappable); defaults follow shared/INTERFACES.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    front_image: str = "/camera/front/image_raw"
+    wrist_image: str = "/camera/wrist/image_raw"
+    joint_states: str = "/joint_states"
+    instruction: str = "/omni_vla/instruction"
+    proposed_command: str = "/omni_vla/proposed_command"
+    diagnostics: str = "/diagnostics"
+
+
+class VlaNodeConfig(ControllerConfig):
+    """vla_node parameters: the core's settings plus bundle, backend and ROS wiring."""
+
+    bundle_dir: Path = Field(..., description="exported policy bundle directory")
+    backend: Backend = "mnn"
+    threads: int = Field(1, ge=1, le=64, description="runtime threads (leave a core to the loop)")
+    topics: TopicsConfig = Field(default_factory=TopicsConfig)
+    compressed_images: bool = Field(False, description="subscribe <image topic>/compressed (sensor_msgs/CompressedImage)")
+    autostart: bool = Field(False, description="configure + activate at start (no lifecycle manager needed)")
+    diagnostics_period_s: float = Field(1.0, gt=0)
+    realtime_priority: int = Field(
+        0, ge=0, le=99, description="SCHED_FIFO priority of the loop thread (0: normal scheduling; needs rtprio)"
+    )
+
+    @model_validator(mode="after")
+    def _bundle_given(self) -> "VlaNodeConfig":
+        if not str(self.bundle_dir) or str(self.bundle_dir) == ".":
+            raise ValueError("bundle_dir is empty: set it to an exported bundle directory")
+        return self
+
+    def controller(self) -> ControllerConfig:
+        """The ROS-free part, for the core."""
+        return ControllerConfig(**{k: getattr(self, k) for k in ControllerConfig.model_fields})
+
+    @classmethod
+    def from_ros_parameters(cls, flat: dict[str, Any]) -> "VlaNodeConfig":
+        """Validate flat ROS parameters ("topics.front_image": ...) into the nested model."""
+        nested: dict[str, Any] = {}
+        for key, value in flat.items():
+            head, _, tail = key.partition(".")
+            if tail:
+                nested.setdefault(head, {})[tail] = value
+            else:
+                nested[key] = value
+        return cls.model_validate(nested)
+
+
+def flatten(model: BaseModel) -> dict[str, Any]:
+    """Model -> flat ROS parameter dict (paths as strings, lists kept)."""
+    out: dict[str, Any] = {}
+    for key, value in model.model_dump().items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                out[f"{key}.{sub}"] = v
+        else:
+            out[key] = str(value) if isinstance(value, Path) else value
+    return out
+
+
+def load_node_yaml(path: str | Path, node_name: str = "vla_node") -> dict[str, Any]:
+    """The `ros__parameters` mapping of a standard ROS 2 parameter file, flattened."""
+    data = yaml.safe_load(Path(path).read_text())
+    try:
+        params = data[node_name]["ros__parameters"]
+    except (KeyError, TypeError):
+        raise ValueError(f"{path}: no '{node_name}: ros__parameters:' section") from None
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                flat[f"{key}.{sub}"] = v
+        else:
+            flat[key] = value
+    return flat

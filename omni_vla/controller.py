@@ -1,0 +1,220 @@
+"""One tick of the VLA loop, without sleeping: the same class runs the ROS node, the sim demo and eval.
+
+`step(obs, tick, now)` takes the newest observation and returns the action (float64 [D], a reused
+buffer) for that tick, or None when the robot must be held (the safety supervisor holds it when
+commands stop). A real-time Scheduler calls it at fixed rate for the node; eval calls it directly
+in simulated time with a SyncInference client.
+
+Per tick: apply an instruction change, collect a finished chunk and splice it in (time-aligned, per
+strategy), check inputs and the inference worker (fail closed: flush the queue, hold, say why),
+request the next chunk when the queue is down to H - s actions (s = execution horizon, the RTC
+paper's s: actions executed from each chunk), and emit the queued action for this tick.
+
+Instruction change: the new embedding is computed once (never per tick); results of requests made
+with the old instruction are discarded; at the next request the queue is cut to the d actions
+already committed for the inference delay (for "rtc" they become the pinned prefix; for "naive"
+and "average" they are what runs until the new chunk arrives) and everything after is dropped.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from omni_vla.chunking import ChunkQueue, rtc_prefix
+from omni_vla.config import ControllerConfig
+from omni_vla.inference import InferenceClient
+from omni_vla.perception import ImageRejected, PolicyImage
+
+OK, WAITING, ERROR = "OK", "WAITING", "ERROR"
+
+
+class Controller:
+    """Turns observations into one command per tick from asynchronously computed action chunks."""
+
+    def __init__(self, config: ControllerConfig, inference: InferenceClient) -> None:
+        h, d = inference.horizon, inference.action_dim
+        if len(config.joint_names) != d:
+            raise ValueError(
+                f"{len(config.joint_names)} joint_names {config.joint_names} but the policy outputs {d} actions"
+            )
+        if not 1 <= config.execution_horizon <= h:
+            raise ValueError(f"execution_horizon {config.execution_horizon} must be in 1..H={h}")
+        self.config = config
+        self.inference = inference
+        self.period = config.period_s
+        self.strategy = config.strategy
+        self.queue = ChunkQueue(h, d)
+        self.action = np.zeros(d, np.float64)
+        self._front = PolicyImage(inference.image_size)
+        self._wrist = PolicyImage(inference.image_size)
+        self._request_at = h - config.execution_horizon
+        self._lat = np.zeros(config.latency_window, np.float64)
+        self._lat_sorted = np.zeros(config.latency_window, np.float64)
+        self._lat_n = 0
+        self.delay_ticks = 0
+        self.state = WAITING
+        self.reason = "no observation yet"
+        self.tick = 0
+        self.instruction: str | None = None
+        self._gen = 0
+        self._inflight_gen = -1
+        self._recut = False
+        self._have_chunk = False
+        self.counts = dict.fromkeys(
+            ("commands", "holds", "requests", "chunks", "discarded_chunks", "stale_chunks",
+             "rejected_images", "starved_ticks"), 0,
+        )
+        self.last_rejection = ""
+        self.last_prefix_len = 0
+        age = config.max_obs_age_s
+        self._missing = {"front": "no front camera image yet", "wrist": "no wrist camera image yet",
+                         "joints": "no joint state yet"}
+        self._stale = {k: f"{v} older than max_obs_age_s={age:g} s" for k, v in
+                       (("front", "front camera image"), ("wrist", "wrist camera image"), ("joints", "joint state"))}
+
+    # ----- the tick ---------------------------------------------------------------------------
+    def step(self, obs: Mapping[str, Any], tick: int, now: float | None = None) -> np.ndarray | None:
+        """The action for `tick` (reused buffer; copy it to keep it), or None to hold."""
+        if now is None:
+            now = tick * self.period
+        self.tick = tick
+        inf = self.inference
+        text = obs.get("instruction")
+        if text and text != self.instruction:
+            self.set_instruction(text)
+        self._collect(tick, now)
+        if not inf.healthy:
+            return self._hold(ERROR, inf.reason)
+        problem = self._input_problem(obs, now)
+        if problem is not None:
+            return self._hold(ERROR, problem)
+        if self.instruction is None:
+            return self._hold(WAITING, "no instruction yet")
+        if not inf.busy and (self._recut or self.queue.remaining(tick) <= self._request_at):
+            self._request(obs, tick, now)
+            self._collect(tick, now)  # a zero-delay synchronous client answers at once
+        if self.queue.action_at(tick, self.action):
+            self.counts["commands"] += 1
+            self._set(OK, "")
+            return self.action
+        if self._have_chunk:
+            self.counts["starved_ticks"] += 1
+            self._set(WAITING, "action queue ran dry: inference delay exceeds H - execution_horizon")
+        else:
+            self._set(WAITING, "waiting for the first action chunk")
+        return None
+
+    def set_instruction(self, text: str) -> None:
+        """Encode once; in-flight work for the old instruction is discarded, the queue cut at d."""
+        self.inference.set_instruction(text)
+        self.instruction = text
+        self._gen += 1
+        self._recut = True
+
+    def reset(self) -> None:
+        """Forget queued actions and in-flight work (new episode); keeps the instruction embedding."""
+        self.queue.clear()
+        self._gen += 1
+        self._recut = False
+        self._have_chunk = False
+        self._set(WAITING, "reset")
+
+    # ----- internals --------------------------------------------------------------------------
+    def _set(self, state: str, reason: str) -> None:
+        self.state = state
+        self.reason = reason
+
+    def _hold(self, state: str, reason: str) -> None:
+        """Fail closed: drop queued actions and in-flight work, command nothing, say why."""
+        self.queue.clear()
+        self._gen += 1
+        self._have_chunk = False
+        self.counts["holds"] += 1
+        self._set(state, reason)
+        return None
+
+    def _input_problem(self, obs: Mapping[str, Any], now: float) -> str | None:
+        if obs.get("front") is None:
+            return self._missing["front"]
+        if obs.get("wrist") is None:
+            return self._missing["wrist"]
+        if obs.get("qpos") is None:
+            return self._missing["joints"]
+        stamps = obs.get("stamps")
+        if stamps:
+            limit = self.config.max_obs_age_s
+            for key in ("front", "wrist", "joints"):
+                t = stamps.get(key)
+                if t is None:
+                    return self._missing[key]
+                if now - t > limit:
+                    return self._stale[key]
+        return None
+
+    def _collect(self, tick: int, now: float) -> None:
+        res = self.inference.poll(tick, now)
+        if res is None:
+            return
+        self._record_latency(res.latency_s)
+        if self._inflight_gen != self._gen:
+            self.counts["discarded_chunks"] += 1
+            return
+        kept = self.queue.splice(res.actions, res.request_tick, tick, self.strategy, self.config.average_old_weight)
+        self.counts["chunks"] += 1
+        if kept == 0:
+            self.counts["stale_chunks"] += 1
+        else:
+            self._have_chunk = True
+
+    def _record_latency(self, latency_s: float) -> None:
+        """d = ceil(p95 of recent latencies / period); allocation-free (sorts a scratch copy)."""
+        w = self._lat.shape[0]
+        self._lat[self._lat_n % w] = latency_s
+        self._lat_n += 1
+        n = min(self._lat_n, w)
+        s = self._lat_sorted[:n]
+        np.copyto(s, self._lat[:n])
+        s.sort()
+        p95 = s[min(n - 1, int(0.95 * n))]
+        self.delay_ticks = max(0, math.ceil(p95 / self.period - 1e-6))
+
+    def _request(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
+        inf = self.inference
+        try:
+            self._front(obs["front"], inf.front)
+            self._wrist(obs["wrist"], inf.wrist)
+        except ImageRejected as exc:
+            self.counts["rejected_images"] += 1
+            self.last_rejection = str(exc)
+            return
+        np.copyto(inf.state[0], obs["qpos"], casting="same_kind")
+        d = self.delay_ticks
+        if self._recut:
+            self.queue.truncate(tick + d)
+            self._recut = False
+        prefix_len = 0
+        if self.strategy == "rtc":
+            prefix_len = rtc_prefix(self.queue, tick, d, inf.max_prefix, inf.prefix)
+        inf.submit(tick, prefix_len, now)
+        self._inflight_gen = self._gen
+        self.last_prefix_len = prefix_len
+        self.counts["requests"] += 1
+
+    # ----- reporting (allocates; call at diagnostics rate, not per tick) ------------------------
+    def latency_summary(self) -> dict[str, float]:
+        n = min(self._lat_n, self._lat.shape[0])
+        if n == 0:
+            return {"p50_ms": 0.0, "p95_ms": 0.0, "max_ms": 0.0}
+        lat = np.sort(self._lat[:n])
+        return {"p50_ms": 1e3 * float(lat[n // 2]), "p95_ms": 1e3 * float(lat[min(n - 1, int(0.95 * n))]),
+                "max_ms": 1e3 * float(lat[-1])}
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "state": self.state, "reason": self.reason, "tick": self.tick,
+            "queue_depth": self.queue.remaining(self.tick), "delay_ticks": self.delay_ticks,
+            "strategy": self.strategy, "backend": self.inference.backend,
+            "inference_latency": self.latency_summary(), **self.counts,
+        }

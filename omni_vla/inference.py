@@ -1,0 +1,152 @@
+"""How the controller gets action chunks: the client interface, and the in-process synchronous client.
+
+The controller writes a request's inputs into the client's own preallocated arrays (`front`,
+`wrist`, `state`, `prefix`), calls `submit`, and `poll`s once per tick. At most one request is in
+flight. Two clients implement this:
+
+- SyncInference (here): runs the runtime in the caller's thread at submit time and releases the
+  result `delay_ticks` ticks later, so a run in simulated time does not depend on machine speed.
+- ProcessInference (worker.py): the runtime lives in a spawned process behind shared memory, because
+  ExecuTorch's execute holds the GIL for the whole call (FIELD_NOTES: a 1 kHz ticker thread saw
+  1.37 s p50 lateness next to it).
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+
+from omni_vla.runtime.base import PolicyRuntime
+
+RuntimeFactory = Callable[[str, str, int], PolicyRuntime]
+"""(backend, bundle_dir, threads) -> a loaded, warmed runtime. Must be a module-level function (it is
+pickled by reference into the worker process)."""
+
+
+_BACKENDS = {"mnn": ("omni_vla.runtime.mnn", "MNNRuntime"), "executorch": ("omni_vla.runtime.executorch", "ExecuTorchRuntime")}
+
+
+def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
+    """Load and warm a bundle on `backend`; imported lazily, because ExecuTorch's runtime imports torch."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(_BACKENDS)}")
+    module, cls = _BACKENDS[backend]
+    return getattr(importlib.import_module(module), cls)(Path(bundle_dir), num_threads=threads)
+
+
+def instruction_error(text: str, exc: BaseException) -> str:
+    detail = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    return f"cannot use instruction {text!r}: {detail}"
+
+
+class ChunkResult:
+    """The newest finished chunk; one instance per client, reused (no allocation per chunk)."""
+
+    __slots__ = ("request_tick", "actions", "latency_s")
+
+    def __init__(self, actions: np.ndarray) -> None:
+        self.request_tick = 0
+        self.actions = actions  # float32 [H, D], valid until the next submit
+        self.latency_s = 0.0  # from the request's tick time to the result being ready
+
+
+class InferenceClient(Protocol):
+    backend: str
+    horizon: int
+    action_dim: int
+    max_prefix: int
+    image_size: int
+    embedding_dim: int
+    front: np.ndarray  # float32 [1, 3, S, S]
+    wrist: np.ndarray
+    state: np.ndarray  # float32 [1, D]
+    prefix: np.ndarray  # float32 [1, H, D]
+
+    @property
+    def busy(self) -> bool: ...
+
+    @property
+    def healthy(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    def set_instruction(self, text: str) -> None: ...
+
+    def submit(self, tick: int, prefix_len: int, now: float) -> None: ...
+
+    def poll(self, tick: int, now: float) -> ChunkResult | None: ...
+
+    def close(self) -> None: ...
+
+
+def copy_runtime_shape(dst: object, rt: PolicyRuntime) -> None:
+    for name in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
+        setattr(dst, name, getattr(rt, name))
+
+
+class SyncInference:
+    """Runs inference in the calling thread; the chunk for tick t is released at tick t + delay_ticks."""
+
+    def __init__(self, runtime: PolicyRuntime, delay_ticks: int = 0, period_s: float = 0.05, seed: int = 0) -> None:
+        if delay_ticks < 0:
+            raise ValueError(f"delay_ticks must be >= 0, got {delay_ticks}")
+        self.runtime = runtime
+        copy_runtime_shape(self, runtime)
+        s, h, d = self.image_size, self.horizon, self.action_dim
+        self.front = np.zeros((1, 3, s, s), np.float32)
+        self.wrist = np.zeros((1, 3, s, s), np.float32)
+        self.state = np.zeros((1, d), np.float32)
+        self.prefix = np.zeros((1, h, d), np.float32)
+        self.noise = np.zeros((1, h, d), np.float32)
+        self.instruction = np.zeros((1, self.embedding_dim), np.float32)
+        self.delay_ticks = delay_ticks
+        self.period_s = period_s
+        self._rng = np.random.default_rng(seed)
+        self._result = ChunkResult(np.zeros((h, d), np.float32))
+        self._busy = False
+        self._ready_tick = 0
+        self._instruction_error = ""
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @property
+    def healthy(self) -> bool:
+        return not self._instruction_error
+
+    @property
+    def reason(self) -> str:
+        return self._instruction_error
+
+    def set_instruction(self, text: str) -> None:
+        try:
+            self.instruction[0] = self.runtime.encode_instruction(text)
+            self._instruction_error = ""
+        except Exception as exc:  # e.g. not in the bundle's table: hold until a usable instruction
+            self._instruction_error = instruction_error(text, exc)
+
+    def submit(self, tick: int, prefix_len: int, now: float) -> None:
+        if self._busy:
+            raise RuntimeError("a request is already in flight")
+        self._rng.standard_normal(dtype=np.float32, out=self.noise)
+        self.runtime.infer(
+            self.front, self.wrist, self.state, self.instruction, self.prefix, prefix_len, self.noise,
+            self._result.actions,
+        )
+        self._result.request_tick = tick
+        self._result.latency_s = self.delay_ticks * self.period_s
+        self._ready_tick = tick + self.delay_ticks
+        self._busy = True
+
+    def poll(self, tick: int, now: float) -> ChunkResult | None:
+        if self._busy and tick >= self._ready_tick:
+            self._busy = False
+            return self._result
+        return None
+
+    def close(self) -> None:
+        self.runtime.close()

@@ -1,0 +1,130 @@
+"""Camera frames and joint states into preallocated buffers: validation, colour, resize, normalisation.
+
+Two stages, both allocation-free once buffers exist:
+- ingest (ObservationStore, called from ROS callbacks): check the frame, convert bgr8 to RGB with
+  cvtColor(dst=...) into the newest-frame buffer, and copy joint positions by name;
+- policy input (PolicyImage, called by the controller when it requests a chunk): cv2.resize with
+  INTER_AREA into a preallocated 64x64 buffer, then HWC uint8 -> CHW float32 in [0, 1] in place.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import cv2
+import numpy as np
+
+ENCODINGS = ("rgb8", "bgr8")
+MIN_SIDE, MAX_SIDE = 8, 4096
+
+
+class ImageRejected(ValueError):
+    """A frame the loop cannot use (wrong dtype, channel count, encoding or size)."""
+
+
+class JointStateRejected(ValueError):
+    """A joint state that does not name every configured joint."""
+
+
+def check_image(image: Any, encoding: str = "rgb8") -> None:
+    """Raise ImageRejected naming what is wrong; accept any uint8 [H, W, 3] rgb8/bgr8 of sane size."""
+    if encoding not in ENCODINGS:
+        raise ImageRejected(f"unsupported image encoding {encoding!r}; expected one of {ENCODINGS}")
+    if not isinstance(image, np.ndarray):
+        raise ImageRejected(f"image must be a numpy array, got {type(image).__name__}")
+    if image.dtype != np.uint8:
+        raise ImageRejected(f"image dtype is {image.dtype}, expected uint8")
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise ImageRejected(f"image shape is {image.shape}, expected [H, W, 3]")
+    h, w = image.shape[:2]
+    if not (MIN_SIDE <= h <= MAX_SIDE and MIN_SIDE <= w <= MAX_SIDE):
+        raise ImageRejected(f"image size {w}x{h} outside {MIN_SIDE}..{MAX_SIDE} pixels per side")
+
+
+class PolicyImage:
+    """RGB uint8 [H, W, 3] -> float32 [1, 3, S, S] in [0, 1], through preallocated buffers."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._resized = np.zeros((size, size, 3), np.uint8)
+        self._rgb = np.zeros((size, size, 3), np.uint8)
+        self._scale = np.float32(255.0)
+
+    def __call__(self, image: np.ndarray, out: np.ndarray, encoding: str = "rgb8") -> None:
+        check_image(image, encoding)
+        s = self.size
+        src = image
+        if image.shape[0] != s or image.shape[1] != s:
+            cv2.resize(image, (s, s), dst=self._resized, interpolation=cv2.INTER_AREA)
+            src = self._resized
+        if encoding == "bgr8":
+            cv2.cvtColor(src, cv2.COLOR_BGR2RGB, dst=self._rgb)
+            src = self._rgb
+        np.divide(src.transpose(2, 0, 1), self._scale, out=out[0])
+
+
+class ObservationStore:
+    """The newest frames and joint state, written by subscriber callbacks, read by the tick.
+
+    `obs` follows the shared observation contract ({"front", "wrist", "qpos", "qvel",
+    "instruction"}) plus "stamps" (receive times on `clock`), so the controller checks staleness.
+    Callers hold `lock` while reading `obs`; writers take it only for the copy.
+    """
+
+    def __init__(self, joint_names: Sequence[str], clock: Callable[[], float] = time.perf_counter) -> None:
+        self.joint_names = list(joint_names)
+        self.clock = clock
+        self.lock = threading.Lock()
+        n = len(self.joint_names)
+        self.stamps: dict[str, float | None] = {"front": None, "wrist": None, "joints": None}
+        self.obs: dict[str, Any] = {
+            "front": None, "wrist": None, "qpos": None, "qvel": None, "instruction": None, "stamps": self.stamps,
+        }
+        self._qpos = np.zeros(n, np.float64)
+        self._qvel = np.zeros(n, np.float64)
+        self._index: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def put_image(self, camera: str, image: np.ndarray, encoding: str) -> None:
+        """Copy a validated frame (as RGB) into the camera's buffer; raises ImageRejected."""
+        if camera not in ("front", "wrist"):
+            raise ValueError(f"unknown camera {camera!r}")
+        check_image(image, encoding)
+        with self.lock:
+            buf = self.obs[camera]
+            if buf is None or buf.shape != image.shape:
+                buf = np.empty(image.shape, np.uint8)  # first frame or a resolution change only
+            if encoding == "bgr8":
+                cv2.cvtColor(image, cv2.COLOR_BGR2RGB, dst=buf)
+            else:
+                np.copyto(buf, image)
+            self.obs[camera] = buf
+            self.stamps[camera] = self.clock()
+
+    def put_joints(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float]) -> None:
+        """Copy positions (and velocities, zero when absent) by joint name; raises JointStateRejected."""
+        key = tuple(names)
+        if self._index is None or self._index[0] != key:
+            missing = [j for j in self.joint_names if j not in key]
+            if missing:
+                raise JointStateRejected(f"joint state lacks configured joints {missing} (has {list(key)})")
+            self._index = (key, np.array([key.index(j) for j in self.joint_names], np.intp))
+        if len(position) != len(key):
+            raise JointStateRejected(f"joint state has {len(key)} names but {len(position)} positions")
+        idx = self._index[1]
+        pos = np.asarray(position, np.float64)
+        has_vel = len(velocity) == len(key)
+        vel = np.asarray(velocity, np.float64) if has_vel else None
+        with self.lock:
+            np.take(pos, idx, out=self._qpos)
+            if vel is not None:
+                np.take(vel, idx, out=self._qvel)
+            else:
+                self._qvel[:] = 0.0
+            self.obs["qpos"] = self._qpos
+            self.obs["qvel"] = self._qvel
+            self.stamps["joints"] = self.clock()
+
+    def set_instruction(self, text: str) -> None:
+        with self.lock:
+            self.obs["instruction"] = text

@@ -1,0 +1,356 @@
+"""Inference in a spawned process, behind shared memory, supervised with restart and backoff.
+
+Why a process: ExecuTorch's Python execute holds the GIL for the whole call, and MNN delayed a
+1 kHz ticker thread by 5.5 ms p99 (FIELD_NOTES); a spawned child left the parent's tick at
+~0.02 ms p99. The runtime is created inside the child from (backend, bundle_dir, threads), so torch
+is never imported by the loop process.
+
+Protocol: the parent creates one shared-memory block (header + inputs + output) once the child has
+reported the runtime's shapes, and reuses it across restarts. A request is the inputs written into
+shared memory plus one byte on a pipe; the child writes the output, then the header's RESP_SEQ,
+then sends one byte back. The parent sees RESP_SEQ change without a syscall and then reads that
+byte, which also orders its reads after the child's writes. Instructions go down the same pipe,
+so the child applies them before any later request.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+import traceback
+from multiprocessing import BufferTooShort
+from multiprocessing.connection import Connection
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import numpy as np
+
+from omni_vla.inference import ChunkResult, RuntimeFactory, instruction_error, open_runtime
+
+REQ_SEQ, REQ_TICK, PREFIX_LEN, RESP_SEQ, DONE_NS, INFER_NS = range(6)
+HEADER_LEN = 8
+_ALIGN = 64
+
+
+class SharedLayout:
+    """Byte layout of the shared block; parent and child build identical views from the shapes."""
+
+    def __init__(self, horizon: int, action_dim: int, image_size: int, embedding_dim: int) -> None:
+        s, h, d, e = image_size, horizon, action_dim, embedding_dim
+        self.fields: list[tuple[str, type, tuple[int, ...]]] = [
+            ("header", np.int64, (HEADER_LEN,)),
+            ("front", np.float32, (1, 3, s, s)),
+            ("wrist", np.float32, (1, 3, s, s)),
+            ("state", np.float32, (1, d)),
+            ("prefix", np.float32, (1, h, d)),
+            ("instruction", np.float32, (1, e)),
+            ("out", np.float32, (h, d)),
+        ]
+        self.offsets: list[int] = []
+        off = 0
+        for _, dtype, shape in self.fields:
+            self.offsets.append(off)
+            nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            off += -(-nbytes // _ALIGN) * _ALIGN
+        self.size = off
+
+    def views(self, buf: memoryview) -> dict[str, np.ndarray]:
+        return {
+            name: np.ndarray(shape, dtype=dtype, buffer=buf, offset=off)
+            for (name, dtype, shape), off in zip(self.fields, self.offsets)
+        }
+
+
+def _child_main(
+    factory: RuntimeFactory, backend: str, bundle_dir: str, threads: int,
+    req: Connection, resp: Connection, seed: int,
+) -> None:
+    """Worker process: load the runtime, attach the shared block, serve requests until told to quit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the worker stops
+    try:
+        runtime = factory(backend, bundle_dir, threads)
+    except Exception:
+        resp.send(("error", traceback.format_exc(limit=4)))
+        raise SystemExit(1)
+    shape = {k: getattr(runtime, k) for k in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim")}
+    shape["joint_names"] = list(getattr(runtime, "joint_names", None) or [])
+    resp.send(("meta", shape))
+    _, name = req.recv()
+    shm = SharedMemory(name=name)
+    v = SharedLayout(shape["horizon"], shape["action_dim"], shape["image_size"], shape["embedding_dim"]).views(shm.buf)
+    hdr = v["header"]
+    noise = np.zeros((1, shape["horizon"], shape["action_dim"]), np.float32)
+    rng = np.random.default_rng(seed)
+    scratch = np.zeros_like(v["out"])
+    for _ in range(2):  # warm-up on zeros, into a scratch output (the parent may read `out`)
+        runtime.infer(v["front"], v["wrist"], v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
+    resp.send(("ready", None))
+    bad_instruction = b""
+    try:
+        while True:
+            try:
+                msg = req.recv_bytes()
+            except EOFError:
+                return  # parent gone
+            kind = msg[:1]
+            if kind == b"r" and bad_instruction:
+                hdr[RESP_SEQ] = hdr[REQ_SEQ]
+                resp.send_bytes(bad_instruction)
+            elif kind == b"r":
+                rng.standard_normal(dtype=np.float32, out=noise)
+                t = time.perf_counter_ns()
+                runtime.infer(
+                    v["front"], v["wrist"], v["state"], v["instruction"], v["prefix"], int(hdr[PREFIX_LEN]),
+                    noise, v["out"],
+                )
+                done = time.perf_counter_ns()
+                hdr[INFER_NS] = done - t
+                hdr[DONE_NS] = done
+                hdr[RESP_SEQ] = hdr[REQ_SEQ]
+                resp.send_bytes(b"d")
+            elif kind == b"i":
+                text = msg[1:].decode("utf-8")
+                try:
+                    v["instruction"][0] = runtime.encode_instruction(text)
+                    bad_instruction = b""
+                except Exception as exc:  # reported with the next request's answer; the worker lives on
+                    bad_instruction = b"e" + instruction_error(text, exc).encode("utf-8")
+            elif kind == b"q":
+                return
+    finally:
+        runtime.close()
+        del v, hdr
+        shm.close()
+
+
+class ProcessInference:
+    """InferenceClient whose runtime runs in a child process; restarts it with exponential backoff."""
+
+    def __init__(
+        self, backend: str, bundle_dir: str, threads: int = 1, factory: RuntimeFactory = open_runtime,
+        timeout_s: float = 1.0, startup_timeout_s: float = 60.0, backoff_s: float = 0.5,
+        backoff_max_s: float = 10.0, seed: int = 0,
+    ) -> None:
+        self._args = (factory, backend, str(bundle_dir), threads)
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self._seed = seed
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._req: Connection | None = None
+        self._resp: Connection | None = None
+        self._shm: SharedMemory | None = None
+        self._meta: dict[str, Any] | None = None
+        self._state = "down"
+        self._reason = "inference worker not started"
+        self._instruction: str | None = None
+        self._seq = 0
+        self._req_tick = 0
+        self._submit_t = 0.0
+        self._deadline = 0.0
+        self._restart_at = 0.0
+        self._consecutive = 0
+        self._ack = bytearray(16)
+        self._instruction_error = ""
+        self._last_failure = ""
+        self.failures = 0
+        self.restarts = 0
+        self.last_infer_s = 0.0
+        self._result: ChunkResult | None = None
+
+    # ----- life cycle -------------------------------------------------------------------------
+    def start(self) -> "ProcessInference":
+        """Spawn the worker and wait until it is loaded and warm; raises with the worker's reason."""
+        self._spawn()
+        while self._state == "starting":
+            self._advance_start(0.05)
+        if self._state != "ready":
+            what = self._last_failure
+            self.close()
+            raise RuntimeError(f"inference worker {what}")
+        return self
+
+    def close(self) -> None:
+        """Stop the worker (politely, then by force) and free the shared memory."""
+        self._stop_process(polite=True)
+        self._state = "closed"
+        if self._shm is not None:
+            for name in ("front", "wrist", "state", "prefix", "instruction", "_hdr"):
+                self.__dict__.pop(name, None)
+            self._result = None
+            try:
+                self._shm.close()
+            except BufferError:
+                pass  # a caller still holds a view; the mapping goes when that view does
+            self._shm.unlink()
+            self._shm = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def worker_state(self) -> str:
+        """down | starting | ready | busy | backoff | closed"""
+        return self._state
+
+    @property
+    def busy(self) -> bool:
+        return self._state == "busy"
+
+    @property
+    def healthy(self) -> bool:
+        return self._state in ("ready", "busy") and not self._instruction_error
+
+    @property
+    def reason(self) -> str:
+        if self._state in ("ready", "busy"):
+            return self._instruction_error
+        return self._reason
+
+    # ----- requests ---------------------------------------------------------------------------
+    def set_instruction(self, text: str) -> None:
+        self._instruction = text
+        self._instruction_error = ""
+        if self._state in ("ready", "busy"):
+            self._send(b"i" + text.encode("utf-8"))
+
+    def submit(self, tick: int, prefix_len: int, now: float) -> None:
+        if self._state != "ready":
+            raise RuntimeError(f"cannot submit: worker is {self._state}")
+        self._seq += 1
+        hdr = self._hdr
+        hdr[REQ_SEQ] = self._seq
+        hdr[REQ_TICK] = tick
+        hdr[PREFIX_LEN] = prefix_len
+        self._req_tick = tick
+        self._submit_t = time.perf_counter()
+        self._state = "busy"
+        self._send(b"r")
+
+    def poll(self, tick: int, now: float) -> ChunkResult | None:
+        state = self._state
+        if state == "busy":
+            if self._hdr[RESP_SEQ] == self._seq:
+                try:
+                    self._resp.recv_bytes_into(self._ack)  # type: ignore[union-attr]
+                except BufferTooShort as exc:  # a long reply is the worker refusing the instruction
+                    self._state = "ready"
+                    self._instruction_error = exc.args[0][1:].decode("utf-8", "replace")
+                    return None
+                except (EOFError, OSError):
+                    self._fail("exited while answering")
+                    return None
+                self._state = "ready"
+                self._consecutive = 0
+                res = self._result
+                res.request_tick = self._req_tick  # type: ignore[union-attr]
+                res.latency_s = self._hdr[DONE_NS] * 1e-9 - self._submit_t  # type: ignore[union-attr]
+                self.last_infer_s = self._hdr[INFER_NS] * 1e-9
+                return res
+            if time.perf_counter() - self._submit_t > self.timeout_s:
+                self._fail(f"hung: no result within {self.timeout_s:g} s")
+            elif not self._proc.is_alive():
+                self._fail(f"died (exit code {self._proc.exitcode})")
+        elif state == "ready":
+            if not self._proc.is_alive():  # an idle worker's death is noticed at once, not at the next request
+                self._fail(f"died (exit code {self._proc.exitcode})")
+        elif state == "starting":
+            self._advance_start(0.0)
+        elif state == "backoff" and time.perf_counter() >= self._restart_at:
+            self.restarts += 1
+            self._spawn()
+        return None
+
+    # ----- internals (fault paths: these may allocate and block briefly) ---------------------
+    def _send(self, msg: bytes) -> None:
+        try:
+            self._req.send_bytes(msg)  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            self._fail(f"died (exit code {self._proc.exitcode})" if self._proc and not self._proc.is_alive() else "pipe closed")
+
+    def _spawn(self) -> None:
+        req_r, req_w = self._ctx.Pipe(duplex=False)
+        resp_r, resp_w = self._ctx.Pipe(duplex=False)
+        self._proc = self._ctx.Process(
+            target=_child_main, args=(*self._args, req_r, resp_w, self._seed),
+            name=f"omni_vla-inference-{self.backend}", daemon=True,
+        )
+        self._proc.start()
+        req_r.close()  # our copies closed, so the child's death reads as EOF here
+        resp_w.close()
+        self._req, self._resp = req_w, resp_r
+        self._state = "starting"
+        self._deadline = time.perf_counter() + self.startup_timeout_s
+
+    def _advance_start(self, wait_s: float) -> None:
+        try:
+            while self._state == "starting" and self._resp.poll(wait_s):  # type: ignore[union-attr]
+                kind, payload = self._resp.recv()  # type: ignore[union-attr]
+                if kind == "error":
+                    self._fail(f"failed to load the runtime:\n{payload}")
+                elif kind == "meta":
+                    self._attach(payload)
+                elif kind == "ready":
+                    self._state = "ready"
+                    self._reason = ""
+                    if self._instruction is not None:
+                        self._send(b"i" + self._instruction.encode("utf-8"))
+        except (EOFError, OSError):
+            self._fail(f"exited during start-up (exit code {self._proc.exitcode})")
+            return
+        if self._state != "starting":
+            return
+        if not self._proc.is_alive():
+            self._fail(f"exited during start-up (exit code {self._proc.exitcode})")
+        elif time.perf_counter() > self._deadline:
+            self._fail(f"start-up exceeded {self.startup_timeout_s:g} s")
+
+    def _attach(self, meta: dict[str, Any]) -> None:
+        if self._shm is None:
+            self._meta = meta
+            for k, v in meta.items():
+                setattr(self, k, v)
+            layout = SharedLayout(meta["horizon"], meta["action_dim"], meta["image_size"], meta["embedding_dim"])
+            self._shm = SharedMemory(create=True, size=layout.size)
+            views = layout.views(self._shm.buf)
+            views["header"][:] = 0
+            self._hdr = views["header"]
+            for name in ("front", "wrist", "state", "prefix", "instruction"):
+                setattr(self, name, views[name])
+            self._result = ChunkResult(views["out"])
+        elif meta != self._meta:
+            self._fail(f"runtime changed shape on restart: {meta} != {self._meta}")
+            return
+        self._hdr[RESP_SEQ] = -1
+        self._req.send(("shm", self._shm.name))  # type: ignore[union-attr]
+
+    def _fail(self, what: str) -> None:
+        self._stop_process(polite=False)
+        self.failures += 1
+        self._consecutive += 1
+        delay = min(self.backoff_s * 2 ** (self._consecutive - 1), self.backoff_max_s)
+        self._restart_at = time.perf_counter() + delay
+        self._state = "backoff"
+        self._last_failure = what
+        self._reason = f"inference worker {what}; restarting in {delay:.2g} s (failure {self.failures})"
+
+    def _stop_process(self, polite: bool) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if polite and proc.is_alive() and self._req is not None:
+                try:
+                    self._req.send_bytes(b"q")
+                except (OSError, ValueError):
+                    pass
+                proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+            proc.join(1.0)
+        for conn in (self._req, self._resp):
+            if conn is not None:
+                conn.close()
+        self._req = self._resp = None

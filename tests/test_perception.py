@@ -1,0 +1,109 @@
+"""Camera frames and joint states into preallocated buffers, checked against plain cv2/numpy."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from omni_vla.perception import ImageRejected, JointStateRejected, ObservationStore, PolicyImage
+
+S = 64
+
+
+def reference(rgb: np.ndarray) -> np.ndarray:
+    """What the policy was trained on: INTER_AREA resize, CHW, float32 / 255."""
+    small = cv2.resize(rgb, (S, S), interpolation=cv2.INTER_AREA) if rgb.shape[:2] != (S, S) else rgb
+    return (small.astype(np.float32) / np.float32(255.0)).transpose(2, 0, 1)[None]
+
+
+@pytest.fixture
+def frame() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
+
+
+def test_policy_image_matches_reference_and_fills_the_given_buffer(frame: np.ndarray) -> None:
+    prep = PolicyImage(S)
+    out = np.full((1, 3, S, S), -1, np.float32)
+    ptr = out.ctypes.data
+    prep(frame, out)
+    assert out.ctypes.data == ptr
+    np.testing.assert_array_equal(out, reference(frame))
+    assert out.min() >= 0 and out.max() <= 1
+
+
+def test_resize_goes_through_the_preallocated_buffer(frame: np.ndarray) -> None:
+    prep = PolicyImage(S)
+    buf = prep._resized
+    prep(frame, np.zeros((1, 3, S, S), np.float32))
+    assert prep._resized is buf
+    np.testing.assert_array_equal(buf, cv2.resize(frame, (S, S), interpolation=cv2.INTER_AREA))
+
+
+def test_bgr8_is_converted_to_rgb(frame: np.ndarray) -> None:
+    out = np.zeros((1, 3, S, S), np.float32)
+    PolicyImage(S)(np.ascontiguousarray(frame[:, :, ::-1]), out, encoding="bgr8")
+    np.testing.assert_array_equal(out, reference(frame))
+
+
+@pytest.mark.parametrize("shape", [(480, 640, 3), (64, 64, 3), (37, 90, 3)])
+def test_any_reasonable_size_is_resized(shape: tuple[int, int, int]) -> None:
+    img = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+    out = np.zeros((1, 3, S, S), np.float32)
+    PolicyImage(S)(img, out)
+    np.testing.assert_array_equal(out, reference(img))
+
+
+@pytest.mark.parametrize(
+    ("image", "encoding", "message"),
+    [
+        (np.zeros((128, 128, 3), np.float32), "rgb8", "dtype is float32, expected uint8"),
+        (np.zeros((128, 128), np.uint8), "rgb8", r"shape is \(128, 128\), expected \[H, W, 3\]"),
+        (np.zeros((128, 128, 4), np.uint8), "rgb8", r"expected \[H, W, 3\]"),
+        (np.zeros((128, 128, 3), np.uint8), "mono8", "unsupported image encoding 'mono8'"),
+        (np.zeros((4, 4, 3), np.uint8), "rgb8", "image size 4x4 outside"),
+        ([[1, 2, 3]], "rgb8", "must be a numpy array"),
+    ],
+)
+def test_wrong_images_are_rejected_with_the_reason(image, encoding: str, message: str) -> None:
+    out = np.zeros((1, 3, S, S), np.float32)
+    with pytest.raises(ImageRejected, match=message):
+        PolicyImage(S)(image, out, encoding)
+    store = ObservationStore(["a"])
+    with pytest.raises(ImageRejected, match=message):
+        store.put_image("front", image, encoding)
+    assert store.obs["front"] is None and store.stamps["front"] is None
+
+
+def test_store_keeps_newest_frame_as_rgb_in_a_reused_buffer(frame: np.ndarray) -> None:
+    t = [10.0]
+    store = ObservationStore(["a"], clock=lambda: t[0])
+    store.put_image("wrist", np.ascontiguousarray(frame[:, :, ::-1]), "bgr8")
+    buf = store.obs["wrist"]
+    np.testing.assert_array_equal(buf, frame)
+    t[0] = 11.0
+    store.put_image("wrist", frame, "rgb8")
+    assert store.obs["wrist"] is buf, "same-size frames reuse the buffer"
+    assert store.stamps["wrist"] == 11.0
+    store.put_image("wrist", np.zeros((48, 64, 3), np.uint8), "rgb8")
+    assert store.obs["wrist"].shape == (48, 64, 3), "a resolution change reallocates once"
+
+
+def test_joint_state_is_matched_by_name_and_missing_velocity_is_zero() -> None:
+    names = [f"j{i}" for i in range(4)]
+    store = ObservationStore(names, clock=lambda: 5.0)
+    store.put_joints(["extra", "j3", "j1", "j0", "j2"], [9.0, 3.0, 1.0, 0.0, 2.0], [])
+    np.testing.assert_array_equal(store.obs["qpos"], [0, 1, 2, 3])
+    np.testing.assert_array_equal(store.obs["qvel"], [0, 0, 0, 0])
+    store.put_joints(["j0", "j1", "j2", "j3"], [4, 5, 6, 7], [0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_array_equal(store.obs["qpos"], [4, 5, 6, 7])
+    np.testing.assert_allclose(store.obs["qvel"], [0.1, 0.2, 0.3, 0.4])
+    assert store.stamps["joints"] == 5.0
+
+
+def test_joint_state_without_a_configured_joint_is_rejected_by_name() -> None:
+    store = ObservationStore(["j0", "j1", "gripper"])
+    with pytest.raises(JointStateRejected, match=r"lacks configured joints \['gripper'\]"):
+        store.put_joints(["j0", "j1"], [0.0, 0.0], [])
+    with pytest.raises(JointStateRejected, match="3 names but 2 positions"):
+        store.put_joints(["j0", "j1", "gripper"], [0.0, 0.0], [])
+    assert store.obs["qpos"] is None and store.stamps["joints"] is None
