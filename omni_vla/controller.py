@@ -33,7 +33,8 @@ OK, WAITING, ERROR = "OK", "WAITING", "ERROR"
 class Controller:
     """Turns observations into one command per tick from asynchronously computed action chunks."""
 
-    def __init__(self, config: ControllerConfig, inference: InferenceClient) -> None:
+    def __init__(self, config: ControllerConfig, inference: InferenceClient, replanner: Any = None) -> None:
+        """`replanner`: optional omni_vla.openpi.Replanner; its validated cloud plans are spliced in."""
         h, d = inference.horizon, inference.action_dim
         if len(config.joint_names) != d:
             raise ValueError(
@@ -64,8 +65,9 @@ class Controller:
         self._have_chunk = False
         self.counts = dict.fromkeys(
             ("commands", "holds", "requests", "chunks", "discarded_chunks", "stale_chunks",
-             "rejected_images", "starved_ticks"), 0,
+             "rejected_images", "starved_ticks", "cloud_plans"), 0,
         )
+        self.replanner = replanner
         self.last_rejection = ""
         self.last_prefix_len = 0
         age = config.max_obs_age_s
@@ -92,6 +94,8 @@ class Controller:
             return self._hold(ERROR, problem)
         if self.instruction is None:
             return self._hold(WAITING, "no instruction yet")
+        if self.replanner is not None:
+            self._splice_cloud_plan(obs, tick, now)
         if not inf.busy and (self._recut or self.queue.remaining(tick) <= self._request_at):
             self._request(obs, tick, now)
             self._collect(tick, now)  # a zero-delay synchronous client answers at once
@@ -115,6 +119,8 @@ class Controller:
 
     def reset(self) -> None:
         """Forget queued actions and in-flight work (new episode); keeps the instruction embedding."""
+        if self.replanner is not None:
+            self.replanner.reset()
         self.queue.clear()
         self._gen += 1
         self._recut = False
@@ -122,6 +128,22 @@ class Controller:
         self._set(WAITING, "reset")
 
     # ----- internals --------------------------------------------------------------------------
+    def _splice_cloud_plan(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
+        """A validated, time-aligned cloud plan replaces the queue from this tick (never blocks).
+
+        The local request in flight is discarded; local inference resumes after
+        execution_horizon ticks of the plan, as after any chunk.
+        """
+        rp = self.replanner
+        rp.observe(obs, tick, now)
+        plan = rp.poll(now, tick)
+        if plan is None:
+            return
+        if self.queue.splice(plan.actions[: self.queue.horizon], tick, tick, "naive"):
+            self._gen += 1
+            self._have_chunk = True
+            self.counts["cloud_plans"] += 1
+
     def _set(self, state: str, reason: str) -> None:
         self.state = state
         self.reason = reason

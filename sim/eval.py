@@ -47,6 +47,8 @@ class EvalSettings(BaseModel):
     supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"
     joint_limits: Path = REPO / "config" / "joint_limits.yaml"
     openpi_url: str | None = None
+    replan: bool = Field(False, description="local policy plus cloud re-planning on stall (needs openpi_url)")
+    cloud_latency_ms: float = Field(300.0, ge=0, description="simulated time from cloud request to reply")
     record_actions: bool = True
 
     @model_validator(mode="after")
@@ -55,8 +57,8 @@ class EvalSettings(BaseModel):
             get_task(t)
         if self.backend in ("torch", "executorch", "mnn") and self.bundle_dir is None:
             raise ValueError(f"backend {self.backend!r} needs a bundle_dir")
-        if self.backend == "openpi" and not self.openpi_url:
-            raise ValueError("backend 'openpi' needs openpi_url (ws://host:port)")
+        if (self.backend == "openpi" or self.replan) and not self.openpi_url:
+            raise ValueError("backend 'openpi' and --replan need openpi_url (ws://host:port)")
         return self
 
 
@@ -153,17 +155,27 @@ def _policy(s: EvalSettings, env: Any, seed: int) -> tuple[Any, Any]:
     rt = _TimedRuntime(_runtime(s))
     cfg = ControllerConfig(rate_hz=env.config.control_hz, strategy=s.strategy,
                            execution_horizon=s.execution_horizon)
-    ctrl = Controller(cfg, SyncInference(rt, delay_ticks=s.delay_ticks, period_s=cfg.period_s, seed=seed))
+    clock = {"now": 0.0}
+    replanner = None
+    if s.replan:
+        from omni_vla_sim.remote import make_replanner
+
+        replanner = make_replanner(s, env, lambda: clock["now"])
+    ctrl = Controller(cfg, SyncInference(rt, delay_ticks=s.delay_ticks, period_s=cfg.period_s, seed=seed),
+                      replanner=replanner)
     ctrl.boundaries = []
 
     def act(obs: dict, tick: int) -> Any:
         before = ctrl.counts["chunks"]
+        clock["now"] = tick * cfg.period_s
         a = ctrl.step(obs, tick)
         if ctrl.counts["chunks"] != before:
             ctrl.boundaries.append(tick)
         return a
 
     act.controller = ctrl  # type: ignore[attr-defined]
+    if replanner is not None:
+        act.close = replanner.close  # type: ignore[attr-defined]
     return act, rt
 
 
@@ -206,6 +218,8 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         obs, _, ok, truncated, _ = env.end_tick()
         tick += 1
         done = ok or truncated
+    if hasattr(act, "close"):
+        act.close()
     actions = np.asarray(executed)
     ctrl = getattr(act, "controller", None)
     bounds = getattr(ctrl, "boundaries", [])
@@ -215,6 +229,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         success=bool(ok), steps=tick, interventions=int(interventions),
         interventions_by_kind={k: int(v) for k, v in sup.counts.items()},
         holds=int(ctrl.counts["holds"]) if ctrl else 0,
+        cloud_plans=int(ctrl.counts.get("cloud_plans", 0)) if ctrl else 0,
         latency_ms=[round(v, 3) for v in (rt.latencies_ms if rt else [])],
         actions=actions.round(5).tolist() if s.record_actions else None,
         **smoothness(actions, control_dt, bounds),
@@ -292,7 +307,7 @@ def preflight(settings: EvalSettings) -> None:
     """Fail before any episode: bad bundle, unreachable server."""
     if settings.backend in ("torch", "executorch", "mnn"):
         _runtime(settings)
-    if settings.backend == "openpi":
+    if settings.backend == "openpi" or settings.replan:
         from omni_vla_sim.remote import check_server
 
         check_server(settings.openpi_url)
@@ -330,7 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--held-out", action="store_true", help="use each task's held-out instruction")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"))
-    p.add_argument("--openpi-url", default=None)
+    p.add_argument("--openpi-url", default=None, help="ws://host:port of an OpenPI server")
+    p.add_argument("--replan", action="store_true", help="local policy + cloud re-planning on stall")
+    p.add_argument("--cloud-latency-ms", type=float, default=300.0)
     p.add_argument("--videos", type=int, default=1, help="mp4s per task (capped)")
     p.add_argument("--record", type=Path, default=None, help="also write episodes as a dataset here")
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
@@ -340,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = EvalSettings(
             backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
             tasks=tuple(args.tasks), episodes=args.episodes, strategy=args.strategy, delay_ticks=args.delay,
-            execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url)
+            execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url,
+            replan=args.replan, cloud_latency_ms=args.cloud_latency_ms)
         report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
     except (ValueError, FileNotFoundError, ConnectionError, OSError) as exc:
         print(f"omni-vla eval: {exc}", file=sys.stderr)

@@ -35,6 +35,7 @@ class EpisodeResult:
     interventions: int = 0
     interventions_by_kind: dict[str, int] = field(default_factory=dict)
     holds: int = 0
+    cloud_plans: int = 0
     jerk_mean: float = 0.0
     jerk_p99: float = 0.0
     boundary_jump_mean: float = 0.0
@@ -70,6 +71,7 @@ def _group(results: list[EpisodeResult]) -> dict[str, Any]:
     return {
         "successes": k, "episodes": n, "rate": k / n if n else 0.0, "ci95": [round(lo, 4), round(hi, 4)],
         "seeds": sorted({r.seed for r in results}),
+        "cloud_plans_per_episode": float(np.mean([r.cloud_plans for r in results])) if n else 0.0,
         "mean_episode_length": float(np.mean([r.steps for r in results])) if n else 0.0,
         "interventions_per_episode": float(np.mean([r.interventions for r in results])) if n else 0.0,
         "interventions_by_kind_per_episode": {

@@ -118,3 +118,18 @@ def test_report_files_are_written(tmp_path: Path) -> None:
     for name in ("report.json", "report.md", "success.png", "episodes.json", "touch_yellow_1000000.mp4"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert "touch_yellow" in (tmp_path / "report.md").read_text()
+
+
+def test_cloud_policy_over_the_openpi_protocol_runs_in_simulated_time() -> None:
+    from omni_vla.openpi.oracle import ExpertOraclePolicy
+    from omni_vla.openpi.server import PolicyServer
+
+    with PolicyServer(ExpertOraclePolicy(horizon=16)).thread() as st:
+        s = EvalSettings(backend="openpi", openpi_url=st.uri, tasks=("touch_yellow",), episodes=2, image_size=64)
+        report = evaluate(s, workers=1, progress=False)
+    assert report["tasks"]["touch_yellow"]["successes"] == 2
+
+
+def test_unreachable_openpi_server_is_refused_before_any_episode(capsys) -> None:
+    assert main(["--backend", "openpi", "--openpi-url", "ws://127.0.0.1:9", "--episodes", "1"]) == 2
+    assert "unreachable" in capsys.readouterr().err
