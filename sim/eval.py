@@ -359,10 +359,11 @@ def main(argv: list[str] | None = None) -> int:
             tasks=tuple(args.tasks), episodes=args.episodes, strategy=args.strategy, delay_ticks=args.delay,
             execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms)
-        report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
-    except (ValueError, FileNotFoundError, ConnectionError, OSError) as exc:
-        print(f"omni-vla eval: {exc}", file=sys.stderr)
+        preflight(settings)
+    except Exception as exc:  # noqa: BLE001 - any set-up failure is reported before episodes start
+        print(f"omni-vla eval: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
     if args.json:
         print(json.dumps(report))
     else:

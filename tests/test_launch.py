@@ -36,15 +36,23 @@ def test_every_node_has_a_console_script_and_a_parameter_file_for_its_name() -> 
 
 
 def test_bringup_starts_and_stops_the_graph_cleanly(tmp_path: Path) -> None:
+    from rosutil import free_domain_id, ros_context, spin_until
+    from std_msgs.msg import Float64MultiArray, String
+
     from omni_vla.bringup import Bringup
     from omni_vla.graph import NodeSpec
 
     specs = (NodeSpec("sim_node", "omni_vla_sim.node", "sim_node.yaml"),
              NodeSpec("safety_supervisor", "omni_vla_safety.node", "safety_supervisor.yaml"))
-    import time
-
-    with Bringup(specs=specs, domain_id=199, overrides={"sim_node": {"image_size": 32}}, log_dir=tmp_path) as g:
-        time.sleep(4)
+    domain = free_domain_id()
+    with Bringup(specs=specs, domain_id=domain, overrides={"sim_node": {"image_size": 32}}, log_dir=tmp_path) as g:
+        with ros_context(domain) as (node, ex):
+            seen: dict[str, object] = {}
+            node.create_subscription(String, "/sim/status", lambda m: seen.setdefault("sim", m), 10)
+            node.create_subscription(Float64MultiArray, "/forward_position_controller/commands",
+                                     lambda m: seen.setdefault("hold", m), 10)
+            # The supervisor holds the measured pose as soon as the sim publishes joint states.
+            assert spin_until(ex, lambda: len(seen) == 2, 60), (seen, g.dead())
         assert g.dead() == [], [(tmp_path / f"{n}.log").read_text()[-2000:] for n in g.dead()]
     codes = {n: p.returncode for n, p in g.procs.items()}
     assert all(c == 0 for c in codes.values()), codes
