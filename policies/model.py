@@ -63,8 +63,11 @@ class ModelConfig:
 
 
 def gelu_tanh(x: Tensor) -> Tensor:
-    """tanh-approximate GELU, written out so every runtime computes the same function."""
-    return 0.5 * x * (1.0 + torch.tanh(GELU_C * (x + 0.044715 * x * x * x)))
+    """tanh-approximate GELU. Exported graphs get it written out, so every runtime computes the same
+    function; eager training uses torch's fused kernel of the same formula (~1.5x faster steps)."""
+    if torch.compiler.is_exporting() or torch.jit.is_tracing():
+        return 0.5 * x * (1.0 + torch.tanh(GELU_C * (x + 0.044715 * x * x * x)))
+    return nn.functional.gelu(x, approximate="tanh")
 
 
 class RMSNorm(nn.Module):
@@ -74,46 +77,61 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        # The mean over the last dim as a matmul: XNNPACK's mean does not take it (graph would split).
+        self.register_buffer("avg", torch.full((1, dim), 1.0 / dim), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+        return x * torch.rsqrt(nn.functional.linear(x * x, self.avg) + self.eps) * self.weight
+
+
+class TokenLinear(nn.Linear):
+    """nn.Linear applied to [B,N,C] through a [B*N,C] view: exports as one Gemm (bias fused) instead of
+    MatMul + Add, which made the MNN flow head ~1.5x faster (measured: 17.0 -> 10.9 ms). Same parameters."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 3:
+            return super().forward(x)
+        b, n, c = x.shape
+        return super().forward(x.reshape(b * n, c)).reshape(b, n, self.out_features)
 
 
 class MLP(nn.Module):
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.fc2 = nn.Linear(hidden, dim)
+        self.fc1 = TokenLinear(dim, hidden)
+        self.fc2 = TokenLinear(hidden, dim)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(gelu_tanh(self.fc1(x)))
 
 
 class Attention(nn.Module):
-    """Multi-head attention as plain matmuls: exports to the same graph on every backend."""
+    """Multi-head attention as 3-D bmm: one XNNPACK delegate (4-D matmul adds expand_copy, which splits it)."""
 
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
         self.head_dim = dim // heads
         self.scale = self.head_dim ** -0.5
-        self.q = nn.Linear(dim, dim)
-        self.kv = nn.Linear(dim, 2 * dim)
-        self.out = nn.Linear(dim, dim)
+        self.q = TokenLinear(dim, dim)
+        self.k = TokenLinear(dim, dim)
+        self.v = TokenLinear(dim, dim)
+        self.out = TokenLinear(dim, dim)
 
     def split(self, x: Tensor) -> Tensor:
+        """[B,N,C] -> [B*heads, N, C/heads]."""
         b, n, _ = x.shape
-        return x.reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
+        return x.reshape(b, n, self.heads, self.head_dim).permute(0, 2, 1, 3).reshape(b * self.heads, n, self.head_dim)
 
     def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        k, v = self.kv(x).chunk(2, dim=-1)
-        return self.split(k), self.split(v)
+        return self.split(self.k(x)), self.split(self.v(x))
 
     def attend(self, x: Tensor, k: Tensor, v: Tensor) -> Tensor:
         b, n, c = x.shape
-        q = self.split(self.q(x)) * self.scale
-        w = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
-        return self.out((w @ v).transpose(1, 2).reshape(b, n, c))
+        q = self.split(self.q(x) * self.scale)
+        w = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1)
+        o = torch.bmm(w, v).reshape(b, self.heads, n, self.head_dim).permute(0, 2, 1, 3).reshape(b, n, c)
+        return self.out(o)
 
     def forward(self, x: Tensor, ctx: Tensor | None = None) -> Tensor:
         k, v = self.keys_values(x if ctx is None else ctx)
@@ -158,7 +176,9 @@ class VisionEncoder(nn.Module):
             cin = c
         self.convs = nn.ModuleList(layers)
         self.proj = nn.Conv2d(cin, cfg.width, 3, stride=2, padding=1)
-        self.pos = nn.Parameter(torch.randn(2, cfg.tokens_per_camera, cfg.width) * 0.02)
+        # One parameter per camera: indexing a stacked one exports select_copy, which XNNPACK does not take.
+        self.pos_front = nn.Parameter(torch.randn(cfg.tokens_per_camera, cfg.width) * 0.02)
+        self.pos_wrist = nn.Parameter(torch.randn(cfg.tokens_per_camera, cfg.width) * 0.02)
         self.register_buffer("pix_mean", torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1), persistent=True)
         self.register_buffer("pix_std", torch.tensor([0.25, 0.25, 0.25]).view(1, 3, 1, 1), persistent=True)
 
@@ -168,7 +188,7 @@ class VisionEncoder(nn.Module):
         for conv in self.convs:
             x = gelu_tanh(conv(x))
         x = self.proj(x).flatten(2).transpose(1, 2)  # [2B, T, W]
-        f, w = x[:b] + self.pos[0], x[b:] + self.pos[1]
+        f, w = x[:b] + self.pos_front, x[b:] + self.pos_wrist
         return torch.cat([f, w], dim=1)
 
 
@@ -199,14 +219,16 @@ class PrefixEncoder(nn.Module):
         self.vision = VisionEncoder(cfg)
         self.lang = nn.Linear(cfg.embedding_dim, cfg.width)
         self.state = nn.Linear(cfg.state_dim, cfg.width)
-        self.type_emb = nn.Parameter(torch.randn(2, cfg.width) * 0.02)
+        self.lang_type = nn.Parameter(torch.randn(1, 1, cfg.width) * 0.02)
+        self.state_type = nn.Parameter(torch.randn(1, 1, cfg.width) * 0.02)
         self.blocks = nn.ModuleList(EncoderBlock(cfg.width, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.prefix_layers))
         self.out_norm = RMSNorm(cfg.width)
 
     def forward(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor) -> Tensor:
         s = (state - self.norm.state_mean) / self.norm.state_std
-        lang = (self.lang(instruction) + self.type_emb[0]).unsqueeze(1)
-        st = (self.state(s) + self.type_emb[1]).unsqueeze(1)
+        b = state.shape[0]
+        lang = self.lang(instruction).reshape(b, 1, -1) + self.lang_type
+        st = self.state(s).reshape(b, 1, -1) + self.state_type
         x = torch.cat([self.vision(front, wrist), lang, st], dim=1)
         for blk in self.blocks:
             x = blk(x)
@@ -221,13 +243,13 @@ class FlowHead(nn.Module):
         self.cfg = cfg
         self.norm = norm
         w = cfg.width
-        self.action_in = nn.Linear(cfg.action_dim, w)
-        self.time_mlp1 = nn.Linear(2 * w, w)
-        self.time_mlp2 = nn.Linear(w, w)
+        self.action_in = TokenLinear(cfg.action_dim, w)
+        self.time_mlp1 = TokenLinear(2 * w, w)
+        self.time_mlp2 = TokenLinear(w, w)
         self.pos = nn.Parameter(torch.randn(cfg.horizon, w) * 0.02)
         self.blocks = nn.ModuleList(DecoderBlock(w, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.head_layers))
         self.out_norm = RMSNorm(w)
-        self.action_out = nn.Linear(w, cfg.action_dim)
+        self.action_out = TokenLinear(w, cfg.action_dim)
         half = w // 2
         freqs = torch.exp(-math.log(1000.0) * torch.arange(half, dtype=torch.float32) / half) * 2 * math.pi
         self.register_buffer("freqs", freqs, persistent=False)
@@ -254,13 +276,13 @@ class FlowHead(nn.Module):
     def to_model_space(self, actions: Tensor, state: Tensor) -> Tensor:
         """Raw absolute joint targets -> normalised (delta to the current state when action_mode=delta)."""
         if self.cfg.action_mode == "delta":
-            actions = actions - state.unsqueeze(1)
+            actions = actions - state.reshape(state.shape[0], 1, state.shape[1])
         return (actions - self.norm.action_mean) / self.norm.action_std
 
     def to_raw(self, x: Tensor, state: Tensor) -> Tensor:
         a = x * self.norm.action_std + self.norm.action_mean
         if self.cfg.action_mode == "delta":
-            a = a + state.unsqueeze(1)
+            a = a + state.reshape(state.shape[0], 1, state.shape[1])
         return a
 
     def forward(self, context: Tensor, state: Tensor, noise: Tensor, prefix: Tensor, prefix_mask: Tensor) -> Tensor:

@@ -1,0 +1,281 @@
+"""Policy bundle: manifest schema, integrity checks and the shared part of every runtime (torch-free).
+
+A bundle directory holds one artifact per stage and backend (prefix.pte, flow.mnn, ...), the
+instruction-embedding table and manifest.json. Loading refuses, with a message naming the problem,
+a bundle whose format, library versions, artifact hashes/sizes or tensor shapes do not match, so
+nothing can fail later inside the control loop.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+BUNDLE_FORMAT = "omni_vla.bundle/1"
+MANIFEST_NAME = "manifest.json"
+STAGES = ("prefix", "flow")
+Backend = Literal["executorch", "mnn", "onnx"]
+# Library whose version must equal the one that wrote each backend's artifacts.
+BACKEND_LIBRARY = {"executorch": "executorch", "mnn": "mnn", "onnx": "onnx"}
+
+
+class BundleError(RuntimeError):
+    """The bundle cannot be used as is; the message says what is wrong and where."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TensorSpec(_Strict):
+    name: str
+    shape: tuple[int, ...]
+    dtype: Literal["float32", "int32"]
+
+
+class ArtifactSpec(_Strict):
+    file: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size_bytes: int = Field(ge=1)
+
+
+class StageSpec(_Strict):
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    artifacts: dict[Backend, ArtifactSpec]
+
+
+class NormalizationSpec(_Strict):
+    """Dataset statistics (also baked into the graphs as buffers); action stats are in `action_mode` space."""
+
+    action_mode: Literal["delta", "absolute"]
+    state_mean: list[float]
+    state_std: list[float]
+    action_mean: list[float]
+    action_std: list[float]
+
+
+class InstructionSpec(_Strict):
+    encoder: str = "sentence-transformers/all-MiniLM-L6-v2"
+    pooling: Literal["mean"] = "mean"
+    l2_normalized: bool = True
+    max_tokens: int = 32
+    table: ArtifactSpec  # embeddings.npz: texts (str), embeddings float32 [n, embedding_dim]
+
+
+class TrainingInfo(_Strict):
+    seed: int
+    dataset_sha256: str
+    checkpoint_sha256: str
+    steps: int
+    final_loss: float | None = None
+    config: dict
+
+
+class BundleManifest(_Strict):
+    format: Literal["omni_vla.bundle/1"]
+    policy: str = "omni_vla_reference_flow_vla"
+    joint_names: list[str]
+    control_rate_hz: float = Field(gt=0)
+    horizon: int = Field(ge=1)
+    action_dim: int = Field(ge=1)
+    num_steps: int = Field(ge=1)
+    max_prefix: int = Field(ge=0)
+    image_size: int = Field(ge=8)
+    embedding_dim: int = Field(ge=1)
+    normalization: NormalizationSpec
+    instruction: InstructionSpec
+    stages: dict[str, StageSpec]
+    versions: dict[str, str]
+    training: TrainingInfo
+    torch_checkpoint: ArtifactSpec | None = None  # policy.pt: weights for eager PyTorch (parity, bench, re-export)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BundleManifest":
+        d, h, s, e = self.action_dim, self.horizon, self.image_size, self.embedding_dim
+        if len(self.joint_names) != d:
+            raise ValueError(f"{len(self.joint_names)} joint_names for action_dim {d}")
+        if self.max_prefix >= h:
+            raise ValueError(f"max_prefix {self.max_prefix} must be < horizon {h}")
+        n = self.normalization
+        for k in ("state_mean", "state_std", "action_mean", "action_std"):
+            if len(getattr(n, k)) != d:
+                raise ValueError(f"normalization.{k} has {len(getattr(n, k))} values, expected {d}")
+        if min(n.state_std + n.action_std) <= 0:
+            raise ValueError("normalization std must be > 0")
+        if set(self.stages) != set(STAGES):
+            raise ValueError(f"stages {sorted(self.stages)}, expected {list(STAGES)}")
+        want = {
+            "prefix": {"front": (1, 3, s, s), "wrist": (1, 3, s, s), "state": (1, d), "instruction": (1, e)},
+            "flow": {"state": (1, d), "noise": (1, h, d), "prefix": (1, h, d), "prefix_mask": (1, h, 1)},
+        }
+        for stage, shapes in want.items():
+            got = {t.name: t.shape for t in self.stages[stage].inputs}
+            for name, shape in shapes.items():
+                if got.get(name) != shape:
+                    raise ValueError(f"stage {stage} input {name}: shape {got.get(name)}, expected {shape}")
+        out = self.stages["flow"].outputs
+        if len(out) != 1 or out[0].shape != (1, h, d):
+            raise ValueError(f"flow output must be one [1,{h},{d}] tensor, got {[o.shape for o in out]}")
+        ctx = self.stages["prefix"].outputs
+        if len(ctx) != 1 or {t.name: t.shape for t in self.stages["flow"].inputs}.get(ctx[0].name) != ctx[0].shape:
+            raise ValueError("prefix output must be one tensor that the flow stage takes by the same name and shape")
+        return self
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def artifact_spec(bundle_dir: str | Path, file: str) -> ArtifactSpec:
+    p = Path(bundle_dir) / file
+    return ArtifactSpec(file=file, sha256=sha256_file(p), size_bytes=p.stat().st_size)
+
+
+def write_json_atomic(path: str | Path, obj: dict) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def write_manifest(bundle_dir: str | Path, manifest: BundleManifest) -> Path:
+    path = Path(bundle_dir) / MANIFEST_NAME
+    write_json_atomic(path, manifest.model_dump(mode="json"))
+    return path
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_json_model(path: Path, model: type[M], fmt: str) -> M:
+    """Parse and validate a JSON manifest; a wrong format version is named before schema errors."""
+    if not path.is_file():
+        raise BundleError(f"{path}: no manifest (is {path.parent} a bundle directory?)")
+    try:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleError(f"{path}: not valid JSON ({e})") from e
+    got = raw.get("format") if isinstance(raw, dict) else None
+    if got != fmt:
+        raise BundleError(f"{path}: format {got!r}, this runtime reads {fmt!r}; re-export the bundle")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise BundleError(f"{path}: invalid manifest: {e}") from e
+
+
+def read_manifest(bundle_dir: str | Path) -> BundleManifest:
+    return read_json_model(Path(bundle_dir) / MANIFEST_NAME, BundleManifest, BUNDLE_FORMAT)
+
+
+def installed_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def verify_artifact(bundle_dir: str | Path, spec: ArtifactSpec) -> Path:
+    """Existence, size (names truncation) and sha256 of one artifact."""
+    p = Path(bundle_dir) / spec.file
+    if not p.is_file():
+        raise BundleError(f"artifact {p} is missing")
+    size = p.stat().st_size
+    if size != spec.size_bytes:
+        raise BundleError(f"artifact {p} is {size} bytes, manifest says {spec.size_bytes} (truncated or replaced)")
+    digest = sha256_file(p)
+    if digest != spec.sha256:
+        raise BundleError(f"artifact {p} sha256 {digest[:16]}... does not match manifest {spec.sha256[:16]}... (corrupt or replaced)")
+    return p
+
+
+def check_version(manifest_versions: dict[str, str], dist: str, strict: bool = True) -> None:
+    want, have = manifest_versions.get(dist), installed_version(dist)
+    if strict and want != have:
+        raise BundleError(f"bundle was exported with {dist} {want}, installed is {have}; re-export the bundle with this {dist}")
+
+
+def load_bundle(bundle_dir: str | Path, backend: Backend, check_versions: bool = True) -> tuple[BundleManifest, dict[str, Path]]:
+    """Validated manifest and the verified artifact path of each stage for `backend`."""
+    bundle_dir = Path(bundle_dir)
+    manifest = read_manifest(bundle_dir)
+    check_version(manifest.versions, BACKEND_LIBRARY[backend], strict=check_versions)
+    paths: dict[str, Path] = {}
+    for stage in STAGES:
+        spec = manifest.stages[stage].artifacts.get(backend)
+        if spec is None:
+            raise BundleError(f"{bundle_dir}: stage {stage} has no {backend} artifact")
+        paths[stage] = verify_artifact(bundle_dir, spec)
+    verify_artifact(bundle_dir, manifest.instruction.table)
+    return manifest, paths
+
+
+def check_array(name: str, arr: object, shape: tuple[int, ...], dtype: str = "float32") -> None:
+    """Clear error for a wrong input at infer entry (before any runtime call)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name}: expected numpy.ndarray {dtype}{list(shape)}, got {type(arr).__name__}")
+    if arr.dtype != np.dtype(dtype) or arr.shape != shape:
+        raise ValueError(f"{name}: expected {dtype}{list(shape)}, got {arr.dtype}{list(arr.shape)}")
+
+
+class BundleRuntimeBase:
+    """Shared, backend-independent part of a PolicyRuntime: metadata, input checks, prefix mask, text."""
+
+    backend: str
+
+    def _init_common(self, bundle_dir: Path, manifest: BundleManifest, num_threads: int) -> None:
+        from omni_vla.runtime.text import InstructionEncoder
+
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self.bundle_dir = bundle_dir
+        self.manifest = manifest
+        self.num_threads = num_threads
+        self.horizon = manifest.horizon
+        self.action_dim = manifest.action_dim
+        self.max_prefix = manifest.max_prefix
+        self.image_size = manifest.image_size
+        self.embedding_dim = manifest.embedding_dim
+        self.joint_names = list(manifest.joint_names)
+        self.control_rate_hz = manifest.control_rate_hz
+        self.num_steps = manifest.num_steps
+        s, d, h, e = self.image_size, self.action_dim, self.horizon, self.embedding_dim
+        self._shapes = {
+            "front": (1, 3, s, s), "wrist": (1, 3, s, s), "state": (1, d), "instruction": (1, e),
+            "prefix": (1, h, d), "noise": (1, h, d),
+        }
+        self._mask = np.zeros((1, h, 1), np.float32)
+        self._text = InstructionEncoder(bundle_dir, manifest, backend=self.backend, num_threads=num_threads)
+
+    def _check_inputs(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+                      prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
+        for name, arr in (("front", front), ("wrist", wrist), ("state", state), ("instruction", instruction),
+                          ("prefix", prefix), ("noise", noise)):
+            check_array(name, arr, self._shapes[name])
+        check_array("out", out, (self.horizon, self.action_dim))
+        if not isinstance(prefix_len, (int, np.integer)) or not 0 <= int(prefix_len) <= self.max_prefix:
+            raise ValueError(f"prefix_len must be an int in 0..{self.max_prefix}, got {prefix_len!r}")
+
+    def _set_mask(self, prefix_len: int) -> np.ndarray:
+        self._mask.fill(0.0)
+        self._mask[0, : int(prefix_len), 0] = 1.0
+        return self._mask
+
+    def encode_instruction(self, text: str) -> np.ndarray:
+        """float32 [embedding_dim]: bundle table first, then the text-encoder artifact if installed."""
+        return self._text.encode(text)

@@ -1,0 +1,119 @@
+"""ExecuTorch (XNNPACK) PolicyRuntime: the only omni_vla module that imports torch.
+
+ExecuTorch's Python runtime takes only torch tensors: inputs are numpy buffers allocated once with
+zero-copy torch views (torch.from_numpy), and outputs are read without a clone
+(`method._method(inputs, clone_outputs=False)` returns the runtime's own buffer, overwritten by the
+next call). The Programs are kept referenced for the runtime's lifetime (dropping one while its
+methods live segfaulted). Note: ExecuTorch `execute` holds the GIL; run it out of the tick thread.
+"""
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, load_bundle
+
+
+_LIVE_RUNTIMES: "weakref.WeakSet[ExecuTorchRuntime]" = weakref.WeakSet()
+
+
+def set_executorch_threads(num_threads: int) -> None:
+    """Size the process-wide XNNPACK thread pool, before any method is loaded.
+
+    Resetting the pool under loaded XNNPACK delegates crashed (segfault measured on the MiniLM .pte),
+    so a different size is refused while another ExecuTorch runtime of this process is alive.
+    """
+    from executorch.extension.pybindings import portable_lib
+
+    n = int(num_threads)
+    if portable_lib._threadpool_get_thread_count() == n:
+        return
+    live = [r for r in _LIVE_RUNTIMES if r._methods]
+    if live:
+        raise RuntimeError(f"ExecuTorch's thread pool is process-wide and {len(live)} runtime(s) with "
+                           f"{live[0].num_threads} thread(s) are alive; close them before using {n} threads")
+    portable_lib._unsafe_reset_threadpool(n)
+
+
+class ExecuTorchRuntime(BundleRuntimeBase):
+    """PolicyRuntime over the bundle's prefix.pte and flow.pte."""
+
+    backend = "executorch"
+
+    def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True) -> None:
+        from executorch.runtime import Runtime
+
+        bundle_dir = Path(bundle_dir)
+        self._methods: dict = {}
+        manifest, paths = load_bundle(bundle_dir, "executorch", check_versions=check_versions)
+        set_executorch_threads(num_threads)  # before anything (text encoder included) is loaded
+        self._init_common(bundle_dir, manifest, num_threads)
+        _LIVE_RUNTIMES.add(self)
+        rt = Runtime.get()
+        self._programs = {}
+        for stage, path in paths.items():
+            try:
+                self._programs[stage] = rt.load_program(str(path))
+                self._methods[stage] = self._programs[stage].load_method("forward")
+            except Exception as e:  # the C++ loader raises RuntimeError/ValueError on bad programs
+                raise BundleError(f"ExecuTorch could not load {path}: {e}") from e
+        self._buffers: dict[str, dict[str, np.ndarray]] = {}
+        self._inputs: dict[str, list[torch.Tensor]] = {}
+        for stage, method in self._methods.items():
+            spec = manifest.stages[stage]
+            meta = method.metadata
+            if meta.num_inputs() != len(spec.inputs) or meta.num_outputs() != len(spec.outputs):
+                raise BundleError(f"{paths[stage]}: {meta.num_inputs()} inputs/{meta.num_outputs()} outputs, "
+                                  f"manifest says {len(spec.inputs)}/{len(spec.outputs)}")
+            for i, t in enumerate(spec.inputs):
+                got = tuple(meta.input_tensor_meta(i).sizes())
+                if got != t.shape:
+                    raise BundleError(f"{paths[stage]}: input {i} ({t.name}) has shape {got}, manifest says {t.shape}")
+            got = tuple(meta.output_tensor_meta(0).sizes())
+            if got != spec.outputs[0].shape:
+                raise BundleError(f"{paths[stage]}: output shape {got}, manifest says {spec.outputs[0].shape}")
+            self._buffers[stage] = {t.name: np.zeros(t.shape, np.float32) for t in spec.inputs}
+            self._inputs[stage] = [torch.from_numpy(self._buffers[stage][t.name]) for t in spec.inputs]
+        self._mask_t = torch.from_numpy(self._mask)
+        self._flow_state_t = torch.from_numpy(self._buffers["prefix"]["state"])
+        if warmup:
+            self._run()
+
+    def _run(self) -> torch.Tensor:
+        ctx = self._methods["prefix"]._method(self._inputs["prefix"], clone_outputs=False)[0]
+        b = self._inputs["flow"]
+        # The flow stage reads the context straight from the prefix program's output buffer.
+        flow_in = [ctx, self._flow_state_t, b[2], b[3], self._mask_t]
+        return self._methods["flow"]._method(flow_in, clone_outputs=False)[0]
+
+    def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+              prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
+        self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
+        p, f = self._buffers["prefix"], self._buffers["flow"]
+        np.copyto(p["front"], front)
+        np.copyto(p["wrist"], wrist)
+        np.copyto(p["state"], state)
+        np.copyto(p["instruction"], instruction)
+        np.copyto(f["noise"], noise)
+        np.copyto(f["prefix"], prefix)
+        self._set_mask(prefix_len)
+        np.copyto(out, self._run().numpy()[0])
+
+    def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+                   context: np.ndarray, noise: np.ndarray, prefix: np.ndarray, prefix_len: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each stage on its own (diagnostics/parity, allocates): (context from the images, actions from `context`)."""
+        def t(x: np.ndarray) -> torch.Tensor:  # ExecuTorch reads raw memory: strides must be C-contiguous
+            return torch.from_numpy(np.ascontiguousarray(x, np.float32))
+
+        ctx = self._methods["prefix"].execute([t(front), t(wrist), t(state), t(instruction)])[0].numpy().copy()
+        mask = self._set_mask(prefix_len).copy()
+        act = self._methods["flow"].execute([t(context), t(state), t(noise), t(prefix), t(mask)])[0].numpy().copy()
+        return ctx, act[0]
+
+    def close(self) -> None:
+        self._methods.clear()
+        self._inputs.clear()
+        self._programs.clear()

@@ -1,0 +1,186 @@
+"""Runtime benchmark: one full inference (prefix + N-step flow head) on PyTorch eager, onnxruntime,
+ExecuTorch and MNN, same bundle and inputs, interleaved in one process, per thread count.
+
+    python -m omni_vla_policies.bench_runtime --bundle bundles/reference --threads 1,2 --reps 200 --json
+
+Timing: after a warm-up, each repetition runs every backend once in a rotating order (so drift and
+neighbours' load hit all equally); median and p99 in ms. Cold start (import + load + first inference)
+and peak RSS are measured in a fresh subprocess per backend, since in-process the libraries are
+already imported and the RSS is shared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+BACKENDS = ("torch", "onnxruntime", "executorch", "mnn")
+
+
+class OnnxRuntimeRunner:
+    """The bundle's two ONNX stages on onnxruntime (baseline; not a robot backend)."""
+
+    backend = "onnxruntime"
+
+    def __init__(self, bundle_dir: Path, num_threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        from omni_vla.runtime.bundle import BundleRuntimeBase, load_bundle
+
+        self.manifest, paths = load_bundle(bundle_dir, "onnx", check_versions=False)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = num_threads
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.sess = {k: ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for k, p in paths.items()}
+        self._base = BundleRuntimeBase()
+        self._base.backend = "onnx"
+        self.mask = np.zeros((1, self.manifest.horizon, 1), np.float32)
+
+    def infer(self, front, wrist, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
+        ctx = self.sess["prefix"].run(None, {"front": front, "wrist": wrist, "state": state, "instruction": instruction})[0]
+        self.mask.fill(0.0)
+        self.mask[0, :prefix_len, 0] = 1.0
+        a = self.sess["flow"].run(None, {"context": ctx, "state": state, "noise": noise, "prefix": prefix, "prefix_mask": self.mask})[0]
+        np.copyto(out, a[0])
+
+    def close(self) -> None:
+        self.sess.clear()
+
+
+def make_runtime(backend: str, bundle_dir: Path, threads: int):  # noqa: ANN201
+    if backend == "torch":
+        from omni_vla_policies.torch_runtime import TorchRuntime
+
+        return TorchRuntime(bundle_dir, threads)
+    if backend == "onnxruntime":
+        return OnnxRuntimeRunner(bundle_dir, threads)
+    if backend == "executorch":
+        from omni_vla.runtime.executorch import ExecuTorchRuntime
+
+        return ExecuTorchRuntime(bundle_dir, threads)
+    if backend == "mnn":
+        from omni_vla.runtime.mnn import MNNRuntime
+
+        return MNNRuntime(bundle_dir, threads)
+    raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+
+
+def fixed_inputs(bundle_dir: Path, seed: int = 0) -> dict[str, np.ndarray]:
+    from omni_vla.runtime.bundle import read_manifest
+
+    m = read_manifest(bundle_dir)
+    rng = np.random.default_rng(seed)
+    s, h, d, e = m.image_size, m.horizon, m.action_dim, m.embedding_dim
+    state = np.array(m.normalization.state_mean, np.float32)[None]
+    instr = rng.standard_normal((1, e)).astype(np.float32)
+    return {
+        "front": rng.random((1, 3, s, s), dtype=np.float32), "wrist": rng.random((1, 3, s, s), dtype=np.float32),
+        "state": state, "instruction": instr / np.linalg.norm(instr),
+        "prefix": np.repeat(state[:, None, :], h, axis=1).astype(np.float32), "noise": rng.standard_normal((1, h, d), dtype=np.float32),
+        "out": np.zeros((h, d), np.float32),
+    }
+
+
+def _call(rt, x: dict[str, np.ndarray], prefix_len: int) -> None:  # noqa: ANN001
+    rt.infer(x["front"], x["wrist"], x["state"], x["instruction"], x["prefix"], prefix_len, x["noise"], x["out"])
+
+
+def cold_start(backend: str, bundle_dir: Path, threads: int, reps: int = 20) -> dict[str, float]:
+    """In this (fresh) process: import + load + first inference, then peak RSS after `reps` more calls."""
+    t0 = time.perf_counter()
+    rt = make_runtime(backend, bundle_dir, threads)
+    x = fixed_inputs(bundle_dir)
+    _call(rt, x, 2)
+    cold = time.perf_counter() - t0
+    for _ in range(reps):
+        _call(rt, x, 2)
+    return {"cold_start_s": round(cold, 3), "peak_rss_mb": round(peak_rss_kb() / 1024, 1)}
+
+
+def peak_rss_kb() -> int:
+    """VmHWM of this process (ru_maxrss would carry the forking parent's peak across exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def cold_start_subprocess(backend: str, bundle_dir: Path, threads: int) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "omni_vla_policies.bench_runtime", "--bundle", str(bundle_dir), "--cold-start", backend,
+           "--threads", str(threads)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"rc={r.returncode}"}  # type: ignore[dict-item]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tuple[str, ...], cold: bool = True) -> dict:
+    x = fixed_inputs(bundle_dir)
+    rts = {b: make_runtime(b, bundle_dir, threads) for b in backends}
+    times: dict[str, list[float]] = {b: [] for b in backends}
+    order = list(backends)
+    for i in range(warmup + reps):
+        order = order[1:] + order[:1]
+        for b in order:
+            t0 = time.perf_counter()
+            _call(rts[b], x, i % 3)
+            dt = (time.perf_counter() - t0) * 1e3
+            if i >= warmup:
+                times[b].append(dt)
+    for rt in rts.values():
+        rt.close()
+    from omni_vla.runtime.bundle import read_manifest
+
+    m = read_manifest(bundle_dir)
+    res: dict = {"threads": threads, "reps": reps, "warmup": warmup,
+                 "sizes": {"image": m.image_size, "horizon": m.horizon, "action_dim": m.action_dim, "num_steps": m.num_steps}}
+    for b in backends:
+        a = np.array(times[b])
+        res[b] = {"median_ms": round(float(np.median(a)), 4), "p99_ms": round(float(np.percentile(a, 99)), 4),
+                  "mean_ms": round(float(a.mean()), 4)}
+        if cold:
+            res[b].update(cold_start_subprocess(b, bundle_dir, threads))
+    if "torch" in res:
+        for b in ("executorch", "mnn", "onnxruntime"):
+            if b in res:
+                res[b]["speedup_vs_torch"] = round(res["torch"]["median_ms"] / res[b]["median_ms"], 2)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="omni-vla bench runtime", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundle", type=Path, required=True)
+    p.add_argument("--threads", default="1,2", help="comma list of thread counts")
+    p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--no-cold-start", action="store_true", help="skip the per-backend subprocess cold-start runs")
+    p.add_argument("--cold-start", metavar="BACKEND", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    from omni_vla_policies.parity import stdout_to_stderr
+
+    threads = [int(t) for t in a.threads.split(",")]
+    with stdout_to_stderr() as real:
+        if a.cold_start:
+            print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
+            return 0
+        results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends.split(",")), cold=not a.no_cold_start) for n in threads]
+        print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,228 @@
+"""Checkpoint -> policy bundle: per stage an ExecuTorch .pte (XNNPACK), an ONNX file and an MNN model.
+
+Stages (static shapes, raw values in and out, normalisation inside the graphs):
+  prefix: front, wrist [1,3,S,S] in [0,1], state [1,D], instruction [1,E]  -> context [1,L,W]
+  flow:   context, state, noise [1,H,D], prefix [1,H,D], prefix_mask [1,H,1] -> actions [1,H,D]
+MNN conversion goes through ONNX and the converter module that the MNN wheel ships (`_tools`), never
+the `mnnconvert` console script (it phones home and pip-installs a protobuf downgrade at run time).
+
+    python -m omni_vla_policies.export --checkpoint runs/policy.pt --out bundles/reference
+    python -m omni_vla_policies.export --text-encoder bundles/reference   # adds the ~90 MB MiniLM artifacts
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from omni_vla.runtime.bundle import (
+    BUNDLE_FORMAT, BundleManifest, InstructionSpec, NormalizationSpec, StageSpec, TensorSpec, TrainingInfo,
+    artifact_spec, installed_version, write_json_atomic, write_manifest,
+)
+from omni_vla_policies.model import ModelConfig, VLAPolicy
+
+CHECKPOINT_FORMAT = "omni_vla_policies.ckpt/1"
+
+
+class PrefixStage(nn.Module):
+    def __init__(self, policy: VLAPolicy) -> None:
+        super().__init__()
+        self.enc = policy.prefix_encoder
+
+    def forward(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor) -> Tensor:
+        return self.enc(front, wrist, state, instruction)
+
+
+class FlowStage(nn.Module):
+    def __init__(self, policy: VLAPolicy) -> None:
+        super().__init__()
+        self.head = policy.flow_head
+
+    def forward(self, context: Tensor, state: Tensor, noise: Tensor, prefix: Tensor, prefix_mask: Tensor) -> Tensor:
+        return self.head(context, state, noise, prefix, prefix_mask)
+
+
+def stage_specs(cfg: ModelConfig) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
+    s, d, h, e, w, L = cfg.image_size, cfg.action_dim, cfg.horizon, cfg.embedding_dim, cfg.width, cfg.context_len
+    f = "float32"
+    return {
+        "prefix": (
+            [TensorSpec(name="front", shape=(1, 3, s, s), dtype=f), TensorSpec(name="wrist", shape=(1, 3, s, s), dtype=f),
+             TensorSpec(name="state", shape=(1, d), dtype=f), TensorSpec(name="instruction", shape=(1, e), dtype=f)],
+            [TensorSpec(name="context", shape=(1, L, w), dtype=f)],
+        ),
+        "flow": (
+            [TensorSpec(name="context", shape=(1, L, w), dtype=f), TensorSpec(name="state", shape=(1, d), dtype=f),
+             TensorSpec(name="noise", shape=(1, h, d), dtype=f), TensorSpec(name="prefix", shape=(1, h, d), dtype=f),
+             TensorSpec(name="prefix_mask", shape=(1, h, 1), dtype=f)],
+            [TensorSpec(name="actions", shape=(1, h, d), dtype=f)],
+        ),
+    }
+
+
+def example_inputs(specs: list[TensorSpec], seed: int = 0) -> tuple[Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for t in specs:
+        x = torch.rand(t.shape, generator=g) if t.name in ("front", "wrist") else torch.randn(t.shape, generator=g)
+        if t.name == "prefix_mask":
+            x = (torch.arange(t.shape[1]) < 2).float().view(t.shape)
+        out.append(x)
+    return tuple(out)
+
+
+def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path) -> None:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    ep = torch.export.export(module, args, strict=False)
+    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    path.write_bytes(prog.buffer)
+
+
+def export_onnx(module: nn.Module, args: tuple[Tensor, ...], in_names: list[str], out_names: list[str], path: Path) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.onnx.export(module, args, str(path), input_names=in_names, output_names=out_names,
+                          dynamo=False, opset_version=17, do_constant_folding=True)
+
+
+def convert_mnn(onnx_path: Path, mnn_path: Path, extra: list[str] | None = None) -> None:
+    """ONNX -> MNN in-process with the wheel's converter module (no telemetry, no pip at run time)."""
+    import _tools  # type: ignore[import-not-found]  # compiled module installed by the MNN wheel
+
+    argv = ["mnnconvert", "-f", "ONNX", "--modelFile", str(onnx_path), "--MNNModel", str(mnn_path),
+            "--bizCode", "omni_vla", *(extra or [])]
+    rc = _tools.mnnconvert(argv)
+    if not mnn_path.is_file() or mnn_path.stat().st_size == 0 or rc not in (0, None, True):
+        raise RuntimeError(f"MNN conversion of {onnx_path} failed (rc={rc})")
+
+
+def versions() -> dict[str, str]:
+    import omni_vla
+
+    out = {"omni_vla": omni_vla.__version__, "python": sys.version.split()[0]}
+    for dist in ("torch", "executorch", "mnn", "onnx", "onnxruntime"):
+        v = installed_version(dist)
+        if v is not None:
+            out[dist] = v
+    return out
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: not an omni_vla policy checkpoint (format {CHECKPOINT_FORMAT})")
+    return ckpt
+
+
+def save_checkpoint(ckpt: dict, path: str | Path) -> None:
+    """Atomic torch.save of a checkpoint dict (weights, config, stats; no optimizer state)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+
+
+def policy_from_checkpoint(ckpt: dict) -> VLAPolicy:
+    model = VLAPolicy(ModelConfig.from_dict(ckpt["model_config"]))
+    model.load_state_dict(ckpt["state_dict"])
+    return model.eval()
+
+
+def _write_table(path: Path, texts: list[str], embeddings: np.ndarray) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, texts=np.array(texts, dtype=np.str_), embeddings=np.asarray(embeddings, np.float32))
+    os.replace(tmp, path)
+
+
+def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = ("executorch", "onnx", "mnn")) -> Path:
+    """Write the bundle into a temporary sibling directory, then swap it in (an existing text_encoder/ is kept)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    model = policy_from_checkpoint(ckpt)
+    cfg = model.cfg
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    work.chmod(0o755)
+    try:
+        stages: dict[str, StageSpec] = {}
+        modules = {"prefix": PrefixStage(model).eval(), "flow": FlowStage(model).eval()}
+        for name, (ins, outs) in stage_specs(cfg).items():
+            args = example_inputs(ins)
+            in_names, out_names = [t.name for t in ins], [t.name for t in outs]
+            arts = {}
+            with torch.no_grad():
+                if "executorch" in backends:
+                    export_pte(modules[name], args, work / f"{name}.pte")
+                    arts["executorch"] = artifact_spec(work, f"{name}.pte")
+                if "onnx" in backends or "mnn" in backends:
+                    export_onnx(modules[name], args, in_names, out_names, work / f"{name}.onnx")
+                    arts["onnx"] = artifact_spec(work, f"{name}.onnx")
+                if "mnn" in backends:
+                    convert_mnn(work / f"{name}.onnx", work / f"{name}.mnn")
+                    arts["mnn"] = artifact_spec(work, f"{name}.mnn")
+            stages[name] = StageSpec(inputs=ins, outputs=outs, artifacts=arts)
+        _write_table(work / "embeddings.npz", list(ckpt["instructions"]), ckpt["instruction_embeddings"])
+        save_checkpoint(ckpt, work / "policy.pt")
+        norm = ckpt["normalization"]
+        manifest = BundleManifest(
+            format=BUNDLE_FORMAT, joint_names=list(ckpt["joint_names"]), control_rate_hz=float(ckpt["control_rate_hz"]),
+            horizon=cfg.horizon, action_dim=cfg.action_dim, num_steps=cfg.num_steps, max_prefix=cfg.max_prefix,
+            image_size=cfg.image_size, embedding_dim=cfg.embedding_dim,
+            normalization=NormalizationSpec(action_mode=cfg.action_mode, **norm),
+            instruction=InstructionSpec(table=artifact_spec(work, "embeddings.npz")),
+            stages=stages, versions=versions(), torch_checkpoint=artifact_spec(work, "policy.pt"),
+            training=TrainingInfo(seed=int(ckpt["seed"]), dataset_sha256=str(ckpt["dataset_sha256"]),
+                                  checkpoint_sha256=str(ckpt.get("checkpoint_sha256", "")), steps=int(ckpt["steps"]),
+                                  final_loss=ckpt.get("final_loss"), config=dict(ckpt.get("train_config", {}))),
+        )
+        write_manifest(work, manifest)
+        old_te = out_dir / "text_encoder"
+        if old_te.is_dir():
+            shutil.copytree(old_te, work / "text_encoder")
+        if out_dir.exists():
+            trash = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+            os.replace(out_dir, trash)
+            os.replace(work, out_dir)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(work, out_dir)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return out_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="omni-vla export", description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", type=Path, help="training checkpoint (.pt)")
+    p.add_argument("--out", type=Path, help="bundle directory to write")
+    p.add_argument("--text-encoder", type=Path, metavar="BUNDLE",
+                   help="add the MiniLM text-encoder artifacts (from the installed wheel) to BUNDLE")
+    p.add_argument("--text-backends", default="mnn,executorch", help="comma list for --text-encoder")
+    p.add_argument("--quantize-text", action="store_true", help="8-bit MNN text-encoder weights (~4x smaller)")
+    a = p.parse_args(argv)
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if a.text_encoder is not None:
+        from omni_vla_policies.text_encoder import export_text_encoder
+
+        d = export_text_encoder(a.text_encoder, backends=tuple(a.text_backends.split(",")), quantize=a.quantize_text)
+        print(f"text encoder written to {d}")
+        return 0
+    if a.checkpoint is None or a.out is None:
+        p.error("--checkpoint and --out are required (or --text-encoder BUNDLE)")
+    out = export_bundle(load_checkpoint(a.checkpoint), a.out)
+    print(f"bundle written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""PyTorch eager vs ExecuTorch vs MNN on recorded observations with fixed noise (end to end and per stage).
+
+    python -m omni_vla_policies.parity --bundle bundles/reference --dataset data/demos --n 100 --json
+
+Observations come from the dataset (images, qpos, instruction; the recorded next actions serve as the
+committed prefix, prefix_len cycling 0..max_prefix); without --dataset, synthetic observations
+(said so in the JSON). SNR = 10 log10(sum ref^2 / sum err^2) over all observations; `snr_db` is on the
+raw actions (the contract), `snr_db_delta` on actions minus the current joint positions, which is the
+part the network actually produces and the harder number.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[object]:
+    """Native libraries (MNN, XNNPACK) print to fd 1; keep it clean for --json. Yields the real stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    real = os.fdopen(os.dup(saved), "w")
+    try:
+        yield real
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        real.close()
+
+
+def observations(bundle_dir: Path, dataset: Path | None, n: int, seed: int) -> tuple[list[dict], str]:
+    """n observation dicts (float32 policy inputs + instruction text + prefix), evenly over the dataset."""
+    from omni_vla.runtime.bundle import read_manifest
+
+    man = read_manifest(bundle_dir)
+    h, d, s = man.horizon, man.action_dim, man.image_size
+    rng = np.random.default_rng(seed)
+    obs = []
+    if dataset is not None:
+        for k, (step, instruction) in enumerate(sample_steps(dataset, n, h)):
+            obs.append({
+                "front": np.ascontiguousarray(step["front"].transpose(2, 0, 1)[None], np.float32) / np.float32(255.0),
+                "wrist": np.ascontiguousarray(step["wrist"].transpose(2, 0, 1)[None], np.float32) / np.float32(255.0),
+                "state": step["qpos"][None].astype(np.float32), "text": instruction,
+                "prefix": step["actions"][None].astype(np.float32), "prefix_len": k % (man.max_prefix + 1),
+                "noise": rng.standard_normal((1, h, d), dtype=np.float32),
+            })
+        return obs, f"dataset:{dataset}"
+    mean, std = np.array(man.normalization.state_mean, np.float32), np.array(man.normalization.state_std, np.float32)
+    from omni_vla.runtime.text import load_table
+
+    texts = sorted(load_table(bundle_dir / man.instruction.table.file))
+    for k in range(n):
+        state = (mean + std * rng.standard_normal(d).astype(np.float32))[None]
+        obs.append({
+            "front": rng.random((1, 3, s, s), dtype=np.float32), "wrist": rng.random((1, 3, s, s), dtype=np.float32),
+            "state": state, "text": texts[k % len(texts)],
+            "prefix": (state[:, None, :] + 0.01 * rng.standard_normal((1, h, d))).astype(np.float32),
+            "prefix_len": k % (man.max_prefix + 1), "noise": rng.standard_normal((1, h, d), dtype=np.float32),
+        })
+    return obs, "synthetic"
+
+
+def sample_steps(dataset: Path, n: int, horizon: int) -> list[tuple[dict[str, np.ndarray], str]]:
+    """n steps spread evenly over all demos, read by h5py slicing (not the whole dataset)."""
+    import h5py
+
+    from omni_vla_policies.dataset import FORMAT, _episode_files
+
+    index = []
+    for path in _episode_files(Path(dataset)):
+        with h5py.File(path, "r") as f:
+            if f["data"].attrs.get("format") != FORMAT:
+                raise ValueError(f"{path}: dataset format {f['data'].attrs.get('format')!r}, expected {FORMAT!r}")
+            for key in f["data"]:
+                index.extend((path, key, t) for t in range(len(f["data"][key]["actions"])))
+    out = []
+    for i in np.linspace(0, len(index) - 1, n).astype(int):
+        path, key, t = index[i]
+        with h5py.File(path, "r") as f:
+            g = f["data"][key]
+            t_len = len(g["actions"])
+            acts = g["actions"][t:min(t + horizon, t_len)]
+            acts = np.concatenate([acts, np.repeat(acts[-1:], horizon - len(acts), 0)])
+            out.append(({"front": g["obs/front_rgb"][t], "wrist": g["obs/wrist_rgb"][t], "qpos": g["obs/qpos"][t],
+                         "actions": acts}, str(g.attrs["instruction"])))
+    return out
+
+
+def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
+    err = float(np.sum((got.astype(np.float64) - ref) ** 2))
+    sig = float(np.sum(ref.astype(np.float64) ** 2))
+    return float("inf") if err == 0 else 10.0 * np.log10(sig / err)
+
+
+def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
+    return {"snr_db": round(snr_db(ref, got), 2), "max_abs": float(np.max(np.abs(got - ref)))}
+
+
+def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1) -> dict:
+    from omni_vla.runtime.executorch import ExecuTorchRuntime
+    from omni_vla.runtime.mnn import MNNRuntime
+    from omni_vla.runtime.text import InstructionError
+    from omni_vla_policies.torch_runtime import TorchRuntime
+
+    obs, source = observations(bundle_dir, dataset, n, seed)
+    rts = {"torch": TorchRuntime(bundle_dir, threads), "executorch": ExecuTorchRuntime(bundle_dir, threads),
+           "mnn": MNNRuntime(bundle_dir, threads)}
+    h, d = rts["torch"].horizon, rts["torch"].action_dim
+    res: dict[str, dict[str, list[np.ndarray]]] = {k: {"actions": [], "context": [], "flow": [], "delta": []} for k in rts}
+    pin_err = 0.0
+    fallbacks = 0
+    known = rts["torch"]._text.known_instructions
+    for o in obs:
+        try:
+            instr = rts["torch"].encode_instruction(o["text"])[None]
+        except InstructionError:  # parity is about numerics: an unknown phrasing takes a known embedding
+            fallbacks += 1
+            instr = rts["torch"].encode_instruction(known[0])[None]
+        ctx_ref = rts["torch"].context(o["front"], o["wrist"], o["state"], instr)
+        for name, rt in rts.items():
+            out = np.zeros((h, d), np.float32)
+            rt.infer(o["front"], o["wrist"], o["state"], instr, o["prefix"], o["prefix_len"], o["noise"], out)
+            ctx, flow = rt.run_stages(o["front"], o["wrist"], o["state"], instr, ctx_ref, o["noise"], o["prefix"], o["prefix_len"])
+            res[name]["actions"].append(out.copy())
+            res[name]["delta"].append(out - o["state"])
+            res[name]["context"].append(ctx)
+            res[name]["flow"].append(flow)
+            pl = o["prefix_len"]
+            if pl:
+                pin_err = max(pin_err, float(np.max(np.abs(out[:pl] - o["prefix"][0, :pl]))))
+    ref = {k: np.stack(v) for k, v in res["torch"].items()}
+    report: dict = {"observations": len(obs), "source": source, "threads": threads, "seed": seed,
+                    "prefix_pin_max_abs": pin_err, "instruction_fallbacks": fallbacks}
+    for name in ("executorch", "mnn"):
+        got = {k: np.stack(v) for k, v in res[name].items()}
+        report[name] = {**_stats(ref["actions"], got["actions"]),
+                        "snr_db_delta": round(snr_db(ref["delta"], got["delta"]), 2),
+                        "stages": {"prefix": _stats(ref["context"], got["context"]), "flow": _stats(ref["flow"], got["flow"])}}
+    for rt in rts.values():
+        rt.close()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="omni-vla parity", description="PyTorch vs ExecuTorch vs MNN on recorded observations.")
+    p.add_argument("--bundle", type=Path, required=True)
+    p.add_argument("--dataset", type=Path, default=None, help="recorded demos (default: synthetic observations)")
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    with stdout_to_stderr() as real:
+        report = run_parity(a.bundle, a.dataset, a.n, a.seed, a.threads)
+        text = json.dumps(report) if a.json else json.dumps(report, indent=2)
+        print(text, file=real)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Eager PyTorch PolicyRuntime over a bundle's policy.pt: the reference for parity and the bench baseline."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, read_manifest, verify_artifact
+from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint
+
+
+class TorchRuntime(BundleRuntimeBase):
+    backend = "torch"
+
+    def __init__(self, bundle_dir: str | Path, num_threads: int = 1) -> None:
+        bundle_dir = Path(bundle_dir)
+        manifest = read_manifest(bundle_dir)
+        if manifest.torch_checkpoint is None:
+            raise BundleError(f"{bundle_dir}: bundle has no policy.pt (torch_checkpoint) for eager PyTorch")
+        self._init_common(bundle_dir, manifest, num_threads)
+        torch.set_num_threads(num_threads)
+        self.model = policy_from_checkpoint(load_checkpoint(verify_artifact(bundle_dir, manifest.torch_checkpoint)))
+        self._mask_t = torch.from_numpy(self._mask)
+
+    @torch.inference_mode()
+    def context(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray) -> np.ndarray:
+        """Prefix stage alone (for per-stage parity)."""
+        t = torch.from_numpy
+        return self.model.prefix_encoder(t(front), t(wrist), t(state), t(instruction)).numpy().copy()
+
+    @torch.inference_mode()
+    def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+              prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
+        self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
+        t = torch.from_numpy
+        self._set_mask(prefix_len)
+        a = self.model(t(front), t(wrist), t(state), t(instruction), t(noise), t(prefix), self._mask_t)
+        np.copyto(out, a.numpy()[0])
+
+    @torch.inference_mode()
+    def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+                   context: np.ndarray, noise: np.ndarray, prefix: np.ndarray, prefix_len: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each stage on its own: (context from the images, actions from `context`)."""
+        t = torch.from_numpy
+        ctx = self.context(front, wrist, state, instruction)
+        self._set_mask(prefix_len)
+        act = self.model.flow_head(t(context), t(state), t(noise), t(prefix), self._mask_t).numpy()[0].copy()
+        return ctx, act
+
+    def close(self) -> None:
+        pass

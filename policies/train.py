@@ -1,0 +1,283 @@
+"""Train the reference flow-matching VLA on recorded demonstrations (CPU, time-budgeted).
+
+    python -m omni_vla_policies.train --config config/policy.yaml --dataset data/demos --out runs/policy/policy.pt
+
+Each step: a batch of observations, their H-step action chunks and instruction embeddings (MiniLM,
+computed once per distinct instruction); prefix conditioning draws d ~ U{0..max_prefix} pinned rows
+per sample; `flow_repeats` noise/time draws share one encoder pass. Saves an EMA-weight checkpoint
+(seed, config, dataset sha256, normalisation statistics, instruction table) atomically.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import time
+from copy import deepcopy
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, normalization_stats, read_episodes
+from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint
+from omni_vla_policies.model import ModelConfig, VLAPolicy, count_params
+
+
+class ModelSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action_dim: int = 8
+    state_dim: int = 8
+    horizon: int = Field(16, ge=1)
+    num_steps: int = Field(10, ge=1)
+    max_prefix: int = Field(6, ge=0)
+    image_size: int = 64
+    embedding_dim: int = 384
+    width: int = 128
+    heads: int = 4
+    prefix_layers: int = 3
+    head_layers: int = 3
+    mlp_ratio: int = 4
+    cnn_channels: list[int] = [32, 64, 96]
+    action_mode: str = Field("delta", pattern="^(delta|absolute)$")
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: Path = Path("data/demos")
+    out: Path = Path("runs/policy/policy.pt")
+    seed: int = 0
+    num_threads: int = 2
+    max_minutes: float = Field(60.0, gt=0)
+    max_steps: int = Field(20000, ge=1)
+    batch_size: int = Field(64, ge=1)
+    flow_repeats: int = Field(2, ge=1)
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 300
+    ema_decay: float = Field(0.999, ge=0, lt=1)
+    grad_clip: float = 1.0
+    val_fraction: float = Field(0.05, ge=0, lt=1)
+    augment_shift_px: int = 4
+    log_every: int = 50
+    save_every: int = 1000
+    control_rate_hz: float = 20.0
+    only_success: bool = True
+    model: ModelSection = ModelSection()
+    embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
+    init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
+
+
+def load_config(path: Path | None, overrides: dict) -> TrainConfig:
+    raw = yaml.safe_load(path.read_text()) if path else {}
+    raw = raw or {}
+    model_over = {k[6:]: v for k, v in overrides.items() if k.startswith("model.")}
+    raw.update({k: v for k, v in overrides.items() if not k.startswith("model.") and v is not None})
+    if model_over:
+        raw["model"] = {**raw.get("model", {}), **model_over}
+    return TrainConfig.model_validate(raw)
+
+
+def augment(img: torch.Tensor, shift: int, gen: torch.Generator) -> torch.Tensor:
+    """Random translation by up to `shift` px (border padding) and brightness x U(0.9, 1.1)."""
+    b = img.shape[0]
+    if shift > 0:
+        theta = torch.zeros(b, 2, 3)
+        theta[:, 0, 0] = theta[:, 1, 1] = 1.0
+        theta[:, :, 2] = (torch.rand(b, 2, generator=gen) * 2 - 1) * (2 * shift / img.shape[-1])
+        grid = torch.nn.functional.affine_grid(theta, list(img.shape), align_corners=False)
+        img = torch.nn.functional.grid_sample(img, grid, padding_mode="border", align_corners=False)
+    scale = 0.9 + 0.2 * torch.rand(b, 1, 1, 1, generator=gen)
+    return (img * scale).clamp_(0.0, 1.0)
+
+
+def to_images(u8: np.ndarray) -> torch.Tensor:
+    """uint8 [B,H,W,3] -> float32 [B,3,H,W] in [0,1] (the exported graphs' image contract)."""
+    return torch.from_numpy(u8).permute(0, 3, 1, 2).float().div_(255.0)
+
+
+class Batches:
+    def __init__(self, arr: TrainArrays, idx: np.ndarray, emb: torch.Tensor, cfg: TrainConfig, seed: int) -> None:
+        self.arr, self.idx, self.emb, self.cfg = arr, idx, emb, cfg
+        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def sample(self, batch_size: int, train: bool = True) -> tuple[torch.Tensor, ...]:
+        i = np.sort(self.rng.choice(self.idx, size=min(batch_size, len(self.idx)), replace=len(self.idx) < batch_size))
+        a = self.arr
+        front, wrist = to_images(a.front[i]), to_images(a.wrist[i])
+        if train:
+            front = augment(front, self.cfg.augment_shift_px, self.gen)
+            wrist = augment(wrist, self.cfg.augment_shift_px, self.gen)
+        d = torch.from_numpy(self.rng.integers(0, self.cfg.model.max_prefix + 1, len(i)))
+        return (front, wrist, torch.from_numpy(a.state[i]), self.emb[torch.from_numpy(a.instr_index[i])],
+                torch.from_numpy(a.chunks[i]), d)
+
+
+def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def split_episodes(arr: TrainArrays, frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    eps = np.unique(arr.episode_index)
+    rng = np.random.default_rng(seed)
+    n_val = int(round(frac * len(eps))) if len(eps) > 1 else 0
+    val_eps = set(rng.choice(eps, size=n_val, replace=False).tolist()) if n_val else set()
+    is_val = np.isin(arr.episode_index, list(val_eps))
+    return np.nonzero(~is_val)[0], np.nonzero(is_val)[0]
+
+
+def instruction_embeddings(texts: list[str], kind: str, dim: int) -> np.ndarray:
+    if kind == "random":
+        from omni_vla_policies.testing import random_embeddings
+
+        return random_embeddings(texts, dim)
+    from omni_vla_policies.text_encoder import encode_texts
+
+    return encode_texts(texts)
+
+
+def train(cfg: TrainConfig, log=print) -> dict:
+    """Run training; returns a summary (also stored in the checkpoint)."""
+    t_start = time.monotonic()
+    torch.set_num_threads(cfg.num_threads)
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    mcfg = ModelConfig.from_dict(cfg.model.model_dump())
+    episodes, joint_names = read_episodes(cfg.dataset)
+    arr = build_arrays(episodes, mcfg.horizon, only_success=cfg.only_success)
+    # The bundle's lookup table also carries the held-out phrasings (never trained on), so the robot
+    # can embed them without the text encoder; training indexes only the first len(arr.instructions).
+    held_out = sorted({e.instruction for e in episodes} - set(arr.instructions))
+    table = arr.instructions + held_out
+    del episodes
+    ds_hash = dataset_sha256(cfg.dataset)
+    stats = normalization_stats(arr, mcfg.action_mode)
+    emb_np = instruction_embeddings(table, cfg.embeddings, mcfg.embedding_dim)
+    emb = torch.from_numpy(emb_np[: len(arr.instructions)])
+    train_idx, val_idx = split_episodes(arr, cfg.val_fraction, cfg.seed)
+    model = VLAPolicy(mcfg)
+    if cfg.init_from is not None:
+        from omni_vla_policies.export import load_checkpoint
+
+        init = load_checkpoint(cfg.init_from)
+        if init["model_config"] != mcfg.to_dict():
+            raise ValueError(f"{cfg.init_from}: model config {init['model_config']} differs from {mcfg.to_dict()}")
+        model.load_state_dict(init["state_dict"])
+        if init["dataset_sha256"] == ds_hash:
+            stats = init["normalization"]
+    model.norm.set(stats)
+    ema = deepcopy(model).eval()
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "pos" in n or "type" in n else decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=cfg.lr, betas=(0.9, 0.95))
+    batches = Batches(arr, train_idx, emb, cfg, cfg.seed)
+    val_batches = Batches(arr, val_idx, emb, cfg, cfg.seed + 1) if len(val_idx) else None
+    log(json.dumps({"event": "start", "params": count_params(model), "samples": len(arr), "train_samples": int(len(train_idx)),
+                    "val_samples": int(len(val_idx)), "instructions": arr.instructions, "held_out_instructions": held_out, "dataset_sha256": ds_hash,
+                    "setup_s": round(time.monotonic() - t_start, 1)}))
+    budget = cfg.max_minutes * 60.0
+    t0 = time.monotonic()
+    history: list[dict] = []
+    running = None
+    step = 0
+    cfg_dump = json.loads(cfg.model_dump_json())
+
+    def checkpoint(final: bool) -> dict:
+        return {
+            "format": CHECKPOINT_FORMAT, "model_config": mcfg.to_dict(), "state_dict": ema.state_dict(),
+            "normalization": stats, "joint_names": joint_names, "control_rate_hz": cfg.control_rate_hz,
+            "instructions": table, "instruction_embeddings": emb_np, "trained_instructions": arr.instructions,
+            "held_out_instructions": held_out, "seed": cfg.seed,
+            "dataset_sha256": ds_hash, "train_config": cfg_dump, "steps": step, "final": final,
+            "final_loss": running, "history": history, "torch_version": torch.__version__,
+        }
+
+    while step < cfg.max_steps:
+        elapsed = time.monotonic() - t0
+        if elapsed > budget:
+            break
+        progress = max(step / cfg.max_steps, elapsed / budget)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(cfg, step, progress)
+        model.train()
+        front, wrist, state, instr, chunks, d = batches.sample(cfg.batch_size)
+        loss = model.loss(front, wrist, state, instr, chunks, d, repeats=cfg.flow_repeats)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        with torch.no_grad():
+            k = min(cfg.ema_decay, (1 + step) / (10 + step))
+            for pe, pm in zip(ema.parameters(), model.parameters()):
+                pe.lerp_(pm, 1 - k)
+        lv = loss.item()
+        running = lv if running is None else 0.98 * running + 0.02 * lv
+        step += 1
+        if step % cfg.log_every == 0 or step == 1:
+            rec = {"step": step, "loss": round(lv, 5), "loss_avg": round(running, 5), "lr": opt.param_groups[0]["lr"],
+                   "elapsed_s": round(time.monotonic() - t0, 1)}
+            if val_batches is not None and step % (cfg.log_every * 10) == 0:
+                rec["val_loss"] = round(validate(ema, val_batches, cfg), 5)
+            history.append(rec)
+            log(json.dumps(rec))
+        if cfg.save_every and step % cfg.save_every == 0:
+            save_checkpoint(checkpoint(False), cfg.out)
+    cfg.out.parent.mkdir(parents=True, exist_ok=True)
+    summary = {"steps": step, "final_loss_avg": running, "minutes": round((time.monotonic() - t0) / 60, 2)}
+    if val_batches is not None:
+        summary["val_loss"] = validate(ema, val_batches, cfg)
+    save_checkpoint(checkpoint(True), cfg.out)
+    summary["checkpoint"] = str(cfg.out)
+    summary["checkpoint_mb"] = round(cfg.out.stat().st_size / 1e6, 2)
+    log(json.dumps({"event": "done", **summary}))
+    return {**summary, "history": history}
+
+
+@torch.no_grad()
+def validate(model: VLAPolicy, batches: Batches, cfg: TrainConfig, n: int = 4) -> float:
+    """Flow loss of the EMA model on held-out episodes, fixed seed so values are comparable over time."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(1234)
+    batches.rng = np.random.default_rng(cfg.seed + 1)
+    losses = [float(model.loss(*batches.sample(cfg.batch_size, train=False), repeats=1)) for _ in range(n)]
+    torch.random.set_rng_state(state)
+    return float(np.mean(losses))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="omni-vla train", description="Train the reference flow-matching VLA policy.")
+    p.add_argument("--config", type=Path, default=None, help="YAML (default config/policy.yaml if present)")
+    p.add_argument("--dataset", type=Path)
+    p.add_argument("--out", type=Path, help="checkpoint path (.pt)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--max-minutes", type=float, dest="max_minutes")
+    p.add_argument("--max-steps", type=int, dest="max_steps")
+    p.add_argument("--batch-size", type=int, dest="batch_size")
+    p.add_argument("--num-threads", type=int, dest="num_threads")
+    p.add_argument("--embeddings", choices=["minilm", "random"])
+    p.add_argument("--init-from", type=Path, dest="init_from", help="continue from this checkpoint's weights")
+    a = p.parse_args(argv)
+    cfg_path = a.config
+    if cfg_path is None and Path("config/policy.yaml").is_file():
+        cfg_path = Path("config/policy.yaml")
+    over = {k: v for k, v in vars(a).items() if k != "config" and v is not None}
+    cfg = load_config(cfg_path, over)
+    train(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Export of a tiny policy: the bundle, its manifest, and PyTorch/ExecuTorch/MNN parity (SNR >= 40 dB)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from omni_vla.runtime.bundle import read_manifest, sha256_file
+from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint
+from omni_vla_policies.testing import cached_tiny_bundle
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cached_tiny_bundle(tmp_path_factory.getbasetemp())
+
+
+def test_export_writes_every_artifact_and_a_valid_manifest(tiny_bundle: Path) -> None:
+    m = read_manifest(tiny_bundle)
+    assert (m.horizon, m.action_dim, m.image_size, m.embedding_dim) == (16, 8, 64, 384)
+    assert m.max_prefix >= 4 and m.control_rate_hz == 20.0
+    assert m.joint_names[0] == "panda_joint1" and m.joint_names[-1] == "panda_finger_joint1"
+    for stage in ("prefix", "flow"):
+        for backend, ext in (("executorch", "pte"), ("mnn", "mnn"), ("onnx", "onnx")):
+            art = m.stages[stage].artifacts[backend]
+            assert art.file == f"{stage}.{ext}"
+            assert sha256_file(tiny_bundle / art.file) == art.sha256
+    for lib in ("torch", "executorch", "mnn"):
+        assert m.versions[lib]
+    raw = json.loads((tiny_bundle / "manifest.json").read_text())
+    assert raw["format"] == "omni_vla.bundle/1"
+
+
+def test_manifest_normalisation_equals_the_graph_buffers(tiny_bundle: Path) -> None:
+    m = read_manifest(tiny_bundle)
+    model = policy_from_checkpoint(load_checkpoint(tiny_bundle / "policy.pt"))
+    for k in ("state_mean", "state_std", "action_mean", "action_std"):
+        np.testing.assert_allclose(getattr(model.norm, k).numpy(), getattr(m.normalization, k), rtol=1e-6)
+
+
+def test_eager_prefix_pinning_returns_the_committed_prefix_exactly(tiny_bundle: Path) -> None:
+    model = policy_from_checkpoint(load_checkpoint(tiny_bundle / "policy.pt"))
+    g = torch.Generator().manual_seed(0)
+    state = torch.tensor(read_manifest(tiny_bundle).normalization.state_mean).view(1, 8)
+    prefix = state.view(1, 1, 8) + 0.05 * torch.randn(1, 16, 8, generator=g)
+    for d in (0, 1, 4):
+        mask = (torch.arange(16) < d).float().view(1, 16, 1)
+        with torch.no_grad():
+            out = model(torch.rand(1, 3, 64, 64, generator=g), torch.rand(1, 3, 64, 64, generator=g), state,
+                        torch.randn(1, 384, generator=g), torch.randn(1, 16, 8, generator=g), prefix, mask)
+        assert torch.equal(out[0, :d], prefix[0, :d])
+        if d < 16:
+            assert not torch.allclose(out[0, d:], prefix[0, d:], atol=1e-3)
+
+
+def test_parity_torch_executorch_mnn_above_40_db(tiny_bundle: Path) -> None:
+    from omni_vla_policies.parity import run_parity
+
+    rep = run_parity(tiny_bundle, dataset=None, n=8, seed=1)
+    for backend in ("executorch", "mnn"):
+        assert rep[backend]["snr_db"] >= 40, rep
+        assert rep[backend]["snr_db_delta"] >= 40, rep
+        for stage in ("prefix", "flow"):
+            assert rep[backend]["stages"][stage]["snr_db"] >= 40, rep
+    assert rep["prefix_pin_max_abs"] <= 1e-6
+
+
+def test_parity_cli_prints_the_contract_json(tiny_bundle: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from omni_vla_policies.parity import main
+
+    assert main(["--bundle", str(tiny_bundle), "--n", "4", "--json"]) == 0
+    rep = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    for backend in ("executorch", "mnn"):
+        assert {"snr_db", "max_abs"} <= set(rep[backend])
+        assert set(rep[backend]["stages"]) == {"prefix", "flow"}
+    assert rep["observations"] == 4
+
+
+def test_bench_runtime_cli_prints_one_contract_object_per_thread_count(tiny_bundle: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from omni_vla_policies.bench_runtime import main
+
+    assert main(["--bundle", str(tiny_bundle), "--threads", "1,2", "--reps", "3", "--warmup", "1", "--no-cold-start", "--json"]) == 0
+    res = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    assert [r["threads"] for r in res] == [1, 2]
+    for r in res:
+        for backend in ("torch", "onnxruntime", "executorch", "mnn"):
+            assert r[backend]["median_ms"] > 0 and r[backend]["p99_ms"] >= r[backend]["median_ms"]
