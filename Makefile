@@ -10,7 +10,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup system-deps demo test bench clean
+.PHONY: setup system-deps demo test bench text-encoder clean
 
 system-deps:
 	@if ! dpkg -s libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null 2>&1; then \
@@ -37,6 +37,14 @@ test: setup
 
 bench: setup
 	$(VENV)/bin/omni-vla bench sim --json
+	$(VENV)/bin/omni-vla bench safety --json
+	$(VENV)/bin/omni-vla bench runtime --bundle bundles/reference --json
+	$(VENV)/bin/omni-vla bench loop --bundle bundles/reference --json
+
+# Optional: export the MiniLM text encoder (~90 MB, not committed) from the installed wheel into the
+# shipped bundle, so the robot can embed instructions outside the bundle's table without torch.
+text-encoder: setup
+	test -d bundles/reference/text_encoder || $(PY) -m omni_vla_policies.export --text-encoder bundles/reference --text-backends mnn
 
 clean:
 	rm -rf build install log .pytest_cache

