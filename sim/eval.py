@@ -193,7 +193,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     inner = max(1, round(control_dt * sup.config.rate_hz))
     nstep = max(1, env.n_substeps // inner)
     now, tick, ok, done = 0.0, 0, False, False
-    executed, frames = [], []
+    executed, frames, recorded = [], [], []
     hold = obs["qpos"].copy()
     while not done:
         sup.on_joint_state(names, obs["qpos"], now)
@@ -209,6 +209,8 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
             env.apply(hold, nstep)
             now += control_dt / inner
         executed.append(hold.copy())
+        if spec.record:
+            recorded.append(obs)
         if spec.video:
             from omni_vla_sim.showcase import overlay
 
@@ -234,11 +236,34 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         actions=actions.round(5).tolist() if s.record_actions else None,
         **smoothness(actions, control_dt, bounds),
     )
+    if spec.record:
+        _record(spec, env, recorded, actions, bool(ok))
     if spec.video:
         from omni_vla_sim.showcase import write_video
 
         result.video = str(write_video(Path(spec.video), frames, env.config.control_hz))
     return result
+
+
+def _record(spec: EpisodeSpec, env: Any, observations: list[dict], actions: np.ndarray, ok: bool) -> None:
+    """The episode in the demonstration format (atomic file), at the policy's image size."""
+    import cv2
+
+    from omni_vla_sim import robot
+    from omni_vla_sim.collect import POLICY_IMAGE_SIZE
+    from omni_vla_sim.dataset import Episode, write_episode
+
+    size = (POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)
+
+    def images(key: str) -> np.ndarray:
+        return np.stack([cv2.resize(o[key], size, interpolation=cv2.INTER_AREA) for o in observations])
+
+    ep = Episode(task=spec.task, instruction=env.instruction.text, instruction_held_out=env.instruction.held_out,
+                 seed=spec.seed, success=ok, front=images("front"), wrist=images("wrist"),
+                 qpos=np.stack([o["qpos"] for o in observations]).astype(np.float32),
+                 qvel=np.stack([o["qvel"] for o in observations]).astype(np.float32),
+                 actions=actions.astype(np.float32))
+    write_episode(spec.record, ep, list(robot.JOINT_NAMES))
 
 
 # ------------------------------------------------------------------------------ many episodes

@@ -112,9 +112,13 @@ def test_bundle_failing_its_manifest_is_refused_before_any_episode(tmp_path: Pat
     assert "manifest" in err.lower() and not (tmp_path / "r").exists()
 
 
-def test_report_files_are_written(tmp_path: Path) -> None:
+def test_report_files_and_recorded_episodes_are_written(tmp_path: Path) -> None:
+    from omni_vla_sim.dataset import iter_episodes
+
     s = EvalSettings(backend="expert", tasks=("touch_yellow",), episodes=1, image_size=64)
-    evaluate(s, workers=1, out=tmp_path, videos=1, progress=False)
+    evaluate(s, workers=1, out=tmp_path, videos=1, progress=False, record_dir=tmp_path / "rec")
+    (ep,) = list(iter_episodes(tmp_path / "rec"))
+    assert ep.success and ep.seed == 1_000_000 and len(ep) == len(ep.actions) > 5
     for name in ("report.json", "report.md", "success.png", "episodes.json", "touch_yellow_1000000.mp4"):
         assert (tmp_path / name).stat().st_size > 0, name
     assert "touch_yellow" in (tmp_path / "report.md").read_text()
