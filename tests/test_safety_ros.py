@@ -206,7 +206,8 @@ def test_killed_command_stream_gets_controlled_stop_within_timeout_then_hold(
     stop_index = next(k for k in range(len(v0)) if all(abs(speeds(outs, j)[k]) < 1e-9 for j in range(8))
                       and all(abs(s) < 1e-9 for s in v0[k:]))
     t_stop = after[stop_index + 1][0]
-    budget = TIMEOUT_S + v_kill / DECEL[0] + 0.15  # watchdog timeout + braking at max deceleration + jitter
+    # watchdog timeout + braking at max deceleration + scheduling/DDS jitter (measured up to 0.15 s on a loaded 2-core box)
+    budget = TIMEOUT_S + v_kill / DECEL[0] + 0.25
     assert t_stop - t_kill <= budget, f"stopped {t_stop - t_kill:.3f} s after the kill (budget {budget:.3f})"
     held = outs[stop_index + 1:]
     assert len(held) > 20 and all(o == held[0] for o in held)  # then holds, publishing every period
