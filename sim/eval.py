@@ -111,9 +111,14 @@ class _TimedRuntime:
 def _runtime(s: EvalSettings) -> Any:
     key = ("runtime", s.backend, str(s.bundle_dir), s.threads)
     if key not in _cache:
-        from omni_vla.inference import open_runtime
+        if s.backend == "torch":  # the PyTorch reference lives with the training code, off the robot path
+            from omni_vla_policies.torch_runtime import TorchRuntime
 
-        _cache[key] = open_runtime(s.backend, str(s.bundle_dir), s.threads)
+            _cache[key] = TorchRuntime(s.bundle_dir, num_threads=s.threads)
+        else:
+            from omni_vla.inference import open_runtime
+
+            _cache[key] = open_runtime(s.backend, str(s.bundle_dir), s.threads)
     return _cache[key]
 
 
