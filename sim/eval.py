@@ -49,6 +49,7 @@ class EvalSettings(BaseModel):
     openpi_url: str | None = None
     replan: bool = Field(False, description="local policy plus cloud re-planning on stall (needs openpi_url)")
     cloud_latency_ms: float = Field(300.0, ge=0, description="simulated time from cloud request to reply")
+    replan_cadence_s: float = Field(0.0, ge=0, description="also re-plan every this many seconds (0: stall only)")
     record_actions: bool = True
 
     @model_validator(mode="after")
@@ -378,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--openpi-url", default=None, help="ws://host:port of an OpenPI server")
     p.add_argument("--replan", action="store_true", help="local policy + cloud re-planning on stall")
     p.add_argument("--cloud-latency-ms", type=float, default=300.0)
+    p.add_argument("--replan-cadence", type=float, default=0.0, help="seconds between cadence re-plans (0: off)")
     p.add_argument("--videos", type=int, default=1, help="mp4s per task (capped)")
     p.add_argument("--record", type=Path, default=None, help="also write episodes as a dataset here")
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
@@ -388,12 +390,20 @@ def main(argv: list[str] | None = None) -> int:
             backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
             tasks=tuple(args.tasks), episodes=args.episodes, strategy=args.strategy, delay_ticks=args.delay,
             execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url,
-            replan=args.replan, cloud_latency_ms=args.cloud_latency_ms)
+            replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         preflight(settings)
     except Exception as exc:  # noqa: BLE001 - any set-up failure is reported before episodes start
         print(f"omni-vla eval: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
+    # Native libraries (MNN) print to fd 1; keep stdout pure JSON by sending fd 1 to stderr meanwhile.
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
     if args.json:
         print(json.dumps(report))
     else:

@@ -76,6 +76,7 @@ def make_replanner(settings: Any, env: Any, clock: Any, stall: bool = True) -> S
         "enabled": True, "rate_hz": env.config.control_hz, "max_plan_age_s": 5.0,
         "client": {"uri": settings.openpi_url, "request_timeout_s": WAIT_S},
         "triggers": {"on_instruction_change": False, "stall_window_s": 1.0 if stall else 0.0,
+                     "cadence_s": getattr(settings, "replan_cadence_s", 0.0) if stall else 0.0,
                      "intervention_count": 0, "min_interval_s": 1.0},
     })
     rp = Replanner(cfg, extras=lambda: {"privileged/sim_state": sim_state(env)}, clock=clock).start()
