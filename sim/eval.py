@@ -385,6 +385,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    # Native libraries (MNN) print to fd 1; keep stdout pure JSON by sending fd 1 to stderr meanwhile.
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        return _run(args, saved)
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _run(args: argparse.Namespace, saved_stdout: int) -> int:
     try:
         settings = EvalSettings(
             backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
@@ -395,21 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - any set-up failure is reported before episodes start
         print(f"omni-vla eval: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    # Native libraries (MNN) print to fd 1; keep stdout pure JSON by sending fd 1 to stderr meanwhile.
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+    report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
     if args.json:
-        print(json.dumps(report))
+        lines = [json.dumps(report)]
     else:
-        for t, g in report["tasks"].items():
-            print(f"{t:22s} {g['successes']:3d}/{g['episodes']:<3d} {100 * g['rate']:5.1f}%  "
-                  f"CI95 [{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}]")
+        lines = [f"{t:22s} {g['successes']:3d}/{g['episodes']:<3d} {100 * g['rate']:5.1f}%  "
+                 f"CI95 [{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}]" for t, g in report["tasks"].items()]
         o = report["overall"]
-        print(f"{'overall':22s} {o['successes']:3d}/{o['episodes']:<3d} {100 * o['rate']:5.1f}%   -> {args.out}")
+        lines.append(f"{'overall':22s} {o['successes']:3d}/{o['episodes']:<3d} {100 * o['rate']:5.1f}%   -> {args.out}")
+    os.write(saved_stdout, ("\n".join(lines) + "\n").encode())
     return 0
