@@ -35,7 +35,6 @@ def test_message_published_is_received_over_fast_dds() -> None:
             pub.publish(String(data="hello over dds"))
             executor.spin_once(timeout_sec=0.1)
         assert received and received[0] == "hello over dds"
-        assert os.environ["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
         executor.shutdown()
         node.destroy_node()
     finally:
