@@ -20,13 +20,17 @@ STRATEGIES = ("rtc", "average", "naive")
 
 
 class ChunkQueue:
-    """Actions for ticks [start, end); row i is the action for tick start + i."""
+    """Actions for ticks [start, end); row i is the action for tick start + i.
 
-    def __init__(self, horizon: int, action_dim: int) -> None:
+    `capacity` (>= horizon) lets a longer plan (a cloud plan) be queued whole.
+    """
+
+    def __init__(self, horizon: int, action_dim: int, capacity: int | None = None) -> None:
         self.horizon = horizon
         self.action_dim = action_dim
-        self._buf = np.zeros((horizon, action_dim), dtype=np.float64)
-        self._spare = np.zeros((horizon, action_dim), dtype=np.float64)
+        self.capacity = max(horizon, capacity or horizon)
+        self._buf = np.zeros((self.capacity, action_dim), dtype=np.float64)
+        self._spare = np.zeros((self.capacity, action_dim), dtype=np.float64)
         self.start = 0
         self.end = 0
 
@@ -58,8 +62,10 @@ class ChunkQueue:
         self.end = max(self.start, min(self.end, end))
 
     def splice(self, chunk: np.ndarray, t0: int, t1: int, strategy: str, old_weight: float = 0.3) -> int:
-        """Merge `chunk` (actions for ticks t0..t0+H-1) at tick t1; returns rows kept (0: all stale)."""
+        """Merge `chunk` (actions for ticks t0..t0+len-1) at tick t1; returns rows kept (0: all stale)."""
         h = chunk.shape[0]
+        if h > self.capacity:
+            raise ValueError(f"chunk of {h} rows exceeds the queue capacity {self.capacity}")
         skip = t1 - t0
         if skip < 0:
             raise ValueError(f"chunk requested at tick {t0} cannot arrive earlier, at tick {t1}")

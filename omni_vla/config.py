@@ -63,6 +63,8 @@ class TopicsConfig(BaseModel):
     instruction: str = "/omni_vla/instruction"
     proposed_command: str = "/omni_vla/proposed_command"
     diagnostics: str = "/diagnostics"
+    replan_request: str = "/omni_vla/replan"  # std_msgs/String (the reason): ask the cloud for a plan
+    request_plan_service: str = "/omni_vla/request_plan"  # std_srvs/Trigger: the same, as a service
 
 
 class VlaNodeConfig(ControllerConfig):
@@ -77,6 +79,11 @@ class VlaNodeConfig(ControllerConfig):
     diagnostics_period_s: float = Field(1.0, gt=0)
     realtime_priority: int = Field(
         0, ge=0, le=99, description="SCHED_FIFO priority of the loop thread (0: normal scheduling; needs rtprio)"
+    )
+    openpi_config: str = Field("", description="OpenPI re-planning YAML (config/openpi.yaml); empty: no cloud")
+    replan_intervention_kinds: list[str] = Field(
+        default_factory=lambda: ["position", "velocity", "max_step"],
+        description="supervisor intervention kinds that count toward the re-plan trigger (shaping is routine)",
     )
 
     @model_validator(mode="after")

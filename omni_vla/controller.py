@@ -46,7 +46,8 @@ class Controller:
         self.inference = inference
         self.period = config.period_s
         self.strategy = config.strategy
-        self.queue = ChunkQueue(h, d)
+        # A cloud plan is queued whole (up to the re-planner's max_horizon), then local chunks resume.
+        self.queue = ChunkQueue(h, d, replanner.config.max_horizon if replanner is not None else h)
         self.action = np.zeros(d, np.float64)
         self._front = PolicyImage(inference.image_size)
         self._wrist = PolicyImage(inference.image_size)
@@ -131,15 +132,15 @@ class Controller:
     def _splice_cloud_plan(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
         """A validated, time-aligned cloud plan replaces the queue from this tick (never blocks).
 
-        The local request in flight is discarded; local inference resumes after
-        execution_horizon ticks of the plan, as after any chunk.
+        The local request in flight is discarded; the plan runs until H - execution_horizon of its
+        rows are left, when local inference resumes (RTC pins the plan's committed rows as prefix).
         """
         rp = self.replanner
         rp.observe(obs, tick, now)
         plan = rp.poll(now, tick)
         if plan is None:
             return
-        if self.queue.splice(plan.actions[: self.queue.horizon], tick, tick, "naive"):
+        if self.queue.splice(plan.actions[: self.queue.capacity], tick, tick, "naive"):
             self._gen += 1
             self._have_chunk = True
             self.counts["cloud_plans"] += 1

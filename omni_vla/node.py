@@ -33,7 +33,9 @@ from omni_vla.config import VlaNodeConfig, flatten
 from omni_vla.controller import Controller
 from omni_vla.inference import RuntimeFactory, open_runtime
 from omni_vla.loop import Scheduler
+from omni_vla.openpi import Replanner
 from omni_vla.perception import ENCODINGS, ImageRejected, JointStateRejected, ObservationStore
+from omni_vla.replan_io import ReplanIO, open_replanner
 from omni_vla.worker import ProcessInference
 
 NODE_NAME = "vla_node"
@@ -80,6 +82,8 @@ class VlaNode(Node):
         self.cfg: VlaNodeConfig | None = None
         self.inference: ProcessInference | None = None
         self.controller: Controller | None = None
+        self.replanner: Replanner | None = None
+        self.replan_io: ReplanIO | None = None
         self.store: ObservationStore | None = None
         self.scheduler: Scheduler | None = None
         self._thread: threading.Thread | None = None
@@ -116,15 +120,22 @@ class VlaNode(Node):
         except Exception as exc:
             log.error(f"configure failed: cannot start the {cfg.backend} runtime for {cfg.bundle_dir}: {exc}")
             return TransitionCallbackReturn.FAILURE
+        replanner = None
         try:
-            self.controller = Controller(cfg.controller(), inference)
-        except ValueError as exc:
+            replanner = open_replanner(cfg)
+            self.controller = Controller(cfg.controller(), inference, replanner=replanner)
+        except (ValidationError, ValueError, OSError) as exc:
             inference.close()
+            if replanner is not None:
+                replanner.close()
             log.error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self.cfg, self.inference = cfg, inference
+        self.cfg, self.inference, self.replanner = cfg, inference, replanner
         self.store = ObservationStore(cfg.joint_names)
         self._make_io(cfg)
+        if replanner is not None:
+            self.replan_io = ReplanIO(self, cfg, replanner)
+            log.info(f"cloud re-planning: {replanner.config.client.uri} ({replanner.config.client.protocol})")
         # Lateness percentiles over the last minute of ticks (sorted at diagnostics rate).
         self.scheduler = Scheduler(cfg.rate_hz, self._tick, window=max(1000, int(60 * cfg.rate_hz)),
                                    rt_priority=cfg.realtime_priority)
@@ -168,9 +179,13 @@ class VlaNode(Node):
         if self._timer is not None:
             self.destroy_timer(self._timer)
         self._subs, self._pubs, self._timer = [], [], None
+        if self.replan_io is not None:
+            self.replan_io.destroy()
+        if self.replanner is not None:
+            self.replanner.close()
         if self.inference is not None:
             self.inference.close()
-        self.inference = self.controller = self.scheduler = None
+        self.inference = self.controller = self.scheduler = self.replanner = self.replan_io = None
 
     def _stop_loop(self) -> None:
         self._active = False
@@ -313,8 +328,10 @@ class VlaNode(Node):
             "starved_ticks": s["starved_ticks"], "worker_state": inf.worker_state, "worker_restarts": inf.restarts,
             "rejected_images": self.rejected["images"] + s["rejected_images"],
             "rejected_joint_states": self.rejected["joint_states"], "last_rejection": self.last_rejection,
-            "tick_errors": self.tick_errors, "scheduling": sched.rt_status,
+            "tick_errors": self.tick_errors, "scheduling": sched.rt_status, "cloud_plans": s["cloud_plans"],
         }
+        if self.replan_io is not None:
+            values.update(self.replan_io.diagnostics())
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = self.get_clock().now().to_msg()

@@ -32,7 +32,8 @@ def tiny_model_config(**overrides: object) -> "object":
     """A small ModelConfig: real I/O shapes (H=16, D=8, 64x64, 384-d), 3 Euler steps so export takes seconds."""
     from omni_vla_policies.model import ModelConfig
 
-    base = dict(width=32, heads=2, prefix_layers=1, head_layers=1, mlp_ratio=2, cnn_channels=(8, 16, 16), num_steps=3)
+    base = dict(width=32, heads=2, prefix_layers=1, head_layers=1, mlp_ratio=2, cnn_channels=(8, 16, 16), num_steps=3,
+                keypoints=4)
     base.update(overrides)
     return ModelConfig(**base)  # type: ignore[arg-type]
 

@@ -28,25 +28,6 @@ from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint
 from omni_vla_policies.model import ModelConfig, VLAPolicy, count_params
 
 
-class ModelSection(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    action_dim: int = 8
-    state_dim: int = 8
-    horizon: int = Field(16, ge=1)
-    num_steps: int = Field(10, ge=1)
-    max_prefix: int = Field(6, ge=0)
-    image_size: int = 64
-    embedding_dim: int = 384
-    width: int = 128
-    heads: int = 4
-    prefix_layers: int = 3
-    head_layers: int = 3
-    mlp_ratio: int = 4
-    cnn_channels: list[int] = [32, 64, 96]
-    action_mode: str = Field("delta", pattern="^(delta|absolute)$")
-
-
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -69,7 +50,7 @@ class TrainConfig(BaseModel):
     save_every: int = 1000
     control_rate_hz: float = 20.0
     only_success: bool = True
-    model: ModelSection = ModelSection()
+    model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
 
@@ -151,7 +132,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    mcfg = ModelConfig.from_dict(cfg.model.model_dump())
+    mcfg = cfg.model
     episodes, joint_names = read_episodes(cfg.dataset)
     arr = build_arrays(episodes, mcfg.horizon, only_success=cfg.only_success)
     # The bundle's lookup table also carries the held-out phrasings (never trained on), so the robot

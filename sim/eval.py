@@ -383,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--videos", type=int, default=1, help="mp4s per task (capped)")
     p.add_argument("--record", type=Path, default=None, help="also write episodes as a dataset here")
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
+    p.add_argument("--compare", choices=["backends", "chunking"], default=None,
+                   help="run every backend (torch/executorch/mnn) or every strategy x delay {0,2,4} on the same seeds")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     # Native libraries (MNN) print to fd 1; keep stdout pure JSON by sending fd 1 to stderr meanwhile.
@@ -404,10 +406,29 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
             execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         preflight(settings)
+        if args.compare:
+            from omni_vla_sim.compare import variants
+
+            for variant in variants(args.compare, settings).values():
+                preflight(variant)
     except Exception as exc:  # noqa: BLE001 - any set-up failure is reported before episodes start
         print(f"omni-vla eval: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    report = evaluate(settings, args.workers, args.ray_address, args.out, min(args.videos, 5), args.record)
+    videos = min(args.videos, 5)
+    if args.compare:
+        from omni_vla_sim.compare import compare
+
+        result = compare(args.compare, settings, lambda s, out: evaluate(
+            s, args.workers, args.ray_address, out, videos, None), args.out)
+        lines = [json.dumps(result)] if args.json else [
+            f"{n:14s} {v['successes']:4d}/{v['episodes']:<4d} {100 * v['rate']:5.1f}%  "
+            f"CI95 [{100 * v['ci95'][0]:.1f}, {100 * v['ci95'][1]:.1f}]  jerk {v['jerk_mean']:.1f}  "
+            f"boundary {v['boundary_jump_mean']:.4f}" for n, v in result["variants"].items()]
+        if not args.json and "agree" in result:
+            lines.append(f"backends agree within 95% intervals: {result['agree']}   -> {args.out}")
+        os.write(saved_stdout, ("\n".join(lines) + "\n").encode())
+        return 0
+    report = evaluate(settings, args.workers, args.ray_address, args.out, videos, args.record)
     if args.json:
         lines = [json.dumps(report)]
     else:

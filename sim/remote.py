@@ -40,6 +40,7 @@ class SimTimeReplanner:
 
     def __init__(self, replanner: Any, latency_ticks: int) -> None:
         self.rp = replanner
+        self.config = replanner.config
         self.latency_ticks = latency_ticks
         self.release: int | None = None
 

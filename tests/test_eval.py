@@ -137,3 +137,50 @@ def test_cloud_policy_over_the_openpi_protocol_runs_in_simulated_time() -> None:
 def test_unreachable_openpi_server_is_refused_before_any_episode(capsys) -> None:
     assert main(["--backend", "openpi", "--openpi-url", "ws://127.0.0.1:9", "--episodes", "1"]) == 2
     assert "unreachable" in capsys.readouterr().err
+
+
+def test_backend_comparison_runs_each_runtime_on_the_same_seeds(tmp_path: Path, capfd) -> None:
+    import numpy as np
+
+    argv = ["--compare", "backends", "--tasks", "touch_yellow", "--episodes", "2", "--workers", "1",
+            "--videos", "0", "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capfd.readouterr().out)
+    assert set(result["variants"]) == {"torch", "executorch", "mnn"}
+    assert all(v["episodes"] == 2 for v in result["variants"].values())
+    eps = {b: json.loads((tmp_path / b / "episodes.json").read_text()) for b in result["variants"]}
+    assert [e["seed"] for e in eps["torch"]] == [e["seed"] for e in eps["mnn"]] == [1_000_000, 1_000_001]
+    for backend in ("executorch", "mnn"):  # the same policy: the first executed commands match eager PyTorch
+        for ours, ref in zip(eps[backend], eps["torch"]):
+            assert np.abs(np.array(ours["actions"][:10]) - np.array(ref["actions"][:10])).max() < 1e-3
+    assert "agree within 95% intervals" in (tmp_path / "comparison.md").read_text()
+
+
+def test_chunking_comparison_varies_only_strategy_and_delay() -> None:
+    from omni_vla_sim.compare import variants
+    from omni_vla_sim.eval import REPO
+
+    base = EvalSettings(backend="mnn", bundle_dir=REPO / "bundles" / "reference", episodes=5)
+    vs = variants("chunking", base)
+    assert set(vs) == {f"{s}_d{d}" for s in ("naive", "average", "rtc") for d in (0, 2, 4)}
+    for name, v in vs.items():
+        changed = {k for k, val in v.model_dump().items() if val != base.model_dump()[k]}
+        assert changed <= {"strategy", "delay_ticks"}, name
+        assert name == f"{v.strategy}_d{v.delay_ticks}"
+
+
+def test_backends_disagreeing_beyond_their_intervals_are_flagged() -> None:
+    from omni_vla_sim.compare import intervals_agree
+
+    def rep(k: int, n: int) -> dict:
+        g = {"ci95": list(wilson(k, n))}
+        return {"tasks": {"pick_red": g}, "overall": g}
+
+    assert intervals_agree({"a": rep(45, 50), "b": rep(40, 50)}) == {"pick_red": True, "overall": True}
+    assert intervals_agree({"a": rep(45, 50), "b": rep(10, 50)}) == {"pick_red": False, "overall": False}
+
+
+def test_backend_comparison_without_a_bundle_is_refused_before_any_episode(tmp_path: Path, capsys) -> None:
+    argv = ["--backend", "expert", "--compare", "backends", "--episodes", "1", "--out", str(tmp_path / "r")]
+    assert main(argv) == 2
+    assert "needs a bundle_dir" in capsys.readouterr().err and not (tmp_path / "r").exists()

@@ -208,3 +208,32 @@ def test_scheduler_drives_controller_one_command_per_tick_on_a_fake_clock() -> N
     sched.run(max_ticks=200)
     assert [k for k, _ in commands] == list(range(2, 200))
     assert sched.stats.missed == 0
+
+
+def test_cloud_plan_longer_than_a_chunk_runs_whole_then_local_chunks_resume() -> None:
+    from omni_vla.openpi.replanner import Replanner
+    from omni_vla.openpi.server import PolicyServer
+    from test_openpi_reliability import RampPolicy, config
+
+    with PolicyServer(RampPolicy(horizon=32)).thread() as st:
+        rp = Replanner(config(st.uri, max_plan_age_s=60.0), clock=lambda: 0.0).start()
+        try:
+            rt = ToyRuntime()
+            ctl = Controller(ControllerConfig(strategy="rtc", execution_horizon=4, rate_hz=1 / PERIOD),
+                             SyncInference(rt, delay_ticks=0, period_s=PERIOD), replanner=rp)
+            run(ctl, range(5), lambda t: 1.0)
+            rp.request_plan("operator")
+            assert ctl.step(obs(1.0), 5) is not None  # hands the request off; never waits for it
+            local_requests = ctl.counts["requests"]
+            assert rp.wait_for_plan(5.0)
+            cmds = run(ctl, range(6, 25), lambda t: 1.0)
+            during_plan = ctl.counts["requests"] - local_requests
+            cmds.update(run(ctl, range(25, 40), lambda t: 1.0))
+        finally:
+            rp.close()
+    assert ctl.counts["cloud_plans"] == 1
+    # Requested at tick 5, spliced at tick 6 from row 1 (time-aligned); the 32-row plan runs whole ...
+    assert [cmds[t] for t in range(6, 25)] == pytest.approx([1.0 + 0.01 * (t - 5) for t in range(6, 25)])
+    # ... with no local inference until H - s = 12 of its rows are left (tick 25), then local chunks.
+    assert during_plan == 0
+    assert ctl.counts["requests"] > local_requests and cmds[39] is not None
