@@ -61,7 +61,7 @@ def _feeder(store: Any, stop: threading.Event, size: int, dof: int) -> None:
 class LoopRig:
     """Worker + controller + store + feeder, started once per backend and rate."""
 
-    def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float) -> None:
+    def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None) -> None:
         from omni_vla.config import ControllerConfig
         from omni_vla.controller import Controller
         from omni_vla.perception import ObservationStore
@@ -72,7 +72,8 @@ class LoopRig:
         cfg = ControllerConfig(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
                                joint_names=list(getattr(self.inference, "joint_names", None) or
                                                 ControllerConfig().joint_names)[: self.inference.action_dim])
-        self.controller = Controller(cfg, self.inference)
+        self.replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence) if cloud_url else None
+        self.controller = Controller(cfg, self.inference, replanner=self.replanner)
         self.store = ObservationStore(cfg.joint_names)
         self.store.set_instruction(args.instruction)
         self._stop = threading.Event()
@@ -91,13 +92,53 @@ class LoopRig:
     def close(self) -> None:
         self._stop.set()
         self._feed.join(1.0)
+        if self.replanner is not None:
+            self.replanner.close()
         self.inference.close()
 
 
-def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float) -> dict[str, Any]:
+def _cloud_replanner(url: str, rate_hz: float, cadence_s: float) -> Any:
+    """A Replanner asking `url` for a plan every `cadence_s` (the only trigger), as vla_node would."""
+    from omni_vla.openpi import Replanner, ReplanConfig
+
+    cfg = ReplanConfig.model_validate({
+        "enabled": True, "rate_hz": rate_hz, "max_plan_age_s": 2.0, "client": {"uri": url},
+        "triggers": {"cadence_s": cadence_s, "stall_window_s": 0, "intervention_count": 0,
+                     "on_instruction_change": False, "min_interval_s": 0},
+    })
+    return Replanner(cfg).start()
+
+
+def start_cloud(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
+    """`omni-vla serve-openpi` with the bundle policy and injected latency, in its own process."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "omni_vla.openpi.server", "--policy", "bundle", "--bundle-dir", str(args.bundle),
+           "--port", str(port), "--latency-ms", str(args.cloud_latency_ms)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": _pythonpath()})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return proc, f"ws://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.2)
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError(f"serve-openpi did not come up on port {port}")
+
+
+def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None) -> dict[str, Any]:
     from omni_vla.loop import Scheduler
 
-    rig = LoopRig(args, backend, rate_hz)
+    rig = LoopRig(args, backend, rate_hz, cloud_url)
     try:
         sched = Scheduler(rate_hz, rig.tick, rt_priority=args.rt_priority)
         sched.run(max_ticks=WARMUP_TICKS)
@@ -116,6 +157,10 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float) -> dict[s
             wall_s=round(wall, 3), final_state=f"{rig.controller.state}: {rig.controller.reason}",
             scheduling=sched.rt_status,
         )
+        if rig.replanner is not None:
+            st = rig.replanner.status()
+            out["cloud"] = {"plans_spliced": counts["cloud_plans"], "connected": st["connected"],
+                            **{k: st[k] for k in ("requests", "replies", "plans", "rejected", "expired", "timeouts")}}
         out["heap_growth_bytes"] = heap_growth(sched, args.heap_ticks)
         return out
     finally:
@@ -197,6 +242,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="SCHED_FIFO priority of the loop thread, as vla_node.yaml (0: normal scheduling)")
     p.add_argument("--no-cold-start", action="store_true")
     p.add_argument("--json", action="store_true", help="print JSON only")
+    p.add_argument("--cloud", action="store_true",
+                   help="also measure each backend/rate with cloud re-planning against a local serve-openpi process")
+    p.add_argument("--cloud-latency-ms", type=float, default=300.0, help="latency the cloud server injects")
+    p.add_argument("--replan-cadence", type=float, default=0.5, help="seconds between cloud requests (--cloud)")
     p.add_argument("--probe-cold-start", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -234,19 +283,37 @@ def _run(args: argparse.Namespace) -> dict[str, Any] | None:
             "camera": "128x128 rgb8/bgr8 at 30 Hz", "bundle": str(args.bundle), "cpus": os.cpu_count(),
         },
     }
-    for backend in [b for b in args.backends.split(",") if b]:
-        cold = None if args.no_cold_start else cold_start(args, backend)
-        for rate in [float(r) for r in args.rates.split(",") if r]:
-            entry = bench_rate(args, backend, rate)
-            entry["cold_start_s"] = cold
-            results[f"{backend}@{rate:g}"] = entry
-            if not args.json:
-                print(f"{backend}@{rate:g}: p99 {entry['p99_lateness_ms']:.3f} ms, max {entry['max_lateness_ms']:.3f} ms, "
-                      f"missed {entry['missed_ticks']}, heap {entry['heap_growth_bytes']} B, cold {cold} s",
-                      file=sys.stderr)
-        first = f"{backend}@{float(args.rates.split(',')[0]):g}"
-        results[backend] = results[first]
+    server, url = start_cloud(args) if args.cloud else (None, None)
+    if url:
+        results["settings"].update(cloud=url, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
+    try:
+        for backend in [b for b in args.backends.split(",") if b]:
+            cold = None if args.no_cold_start else cold_start(args, backend)
+            for rate in [float(r) for r in args.rates.split(",") if r]:
+                entry = bench_rate(args, backend, rate)
+                entry["cold_start_s"] = cold
+                results[f"{backend}@{rate:g}"] = entry
+                _say(args, f"{backend}@{rate:g}", entry)
+                if url:  # interleaved with the no-cloud run above: same machine state, a fair ratio
+                    cloud = bench_rate(args, backend, rate, url)
+                    cloud["p99_lateness_ratio_vs_no_cloud"] = round(
+                        cloud["p99_lateness_ms"] / max(entry["p99_lateness_ms"], 1e-6), 3)
+                    results[f"{backend}@{rate:g}+cloud"] = cloud
+                    _say(args, f"{backend}@{rate:g}+cloud", cloud)
+            first = f"{backend}@{float(args.rates.split(',')[0]):g}"
+            results[backend] = results[first]
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
     return results
+
+
+def _say(args: argparse.Namespace, name: str, entry: dict[str, Any]) -> None:
+    if not args.json:
+        print(f"{name}: p99 {entry['p99_lateness_ms']:.3f} ms, max {entry['max_lateness_ms']:.3f} ms, "
+              f"missed {entry['missed_ticks']}, heap {entry['heap_growth_bytes']} B, cold {entry.get('cold_start_s')} s",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

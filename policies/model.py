@@ -260,8 +260,12 @@ class PrefixEncoder(nn.Module):
         self.blocks = nn.ModuleList(EncoderBlock(cfg.width, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.prefix_layers))
         self.out_norm = RMSNorm(cfg.width)
 
-    def forward(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor) -> Tensor:
+    def forward(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor,
+                state_keep: Tensor | None = None) -> Tensor:
+        """`state_keep` [B,1] (training only): 0 hides the proprioceptive state from the backbone."""
         s = (state - self.norm.state_mean) / self.norm.state_std
+        if state_keep is not None:
+            s = s * state_keep
         b = state.shape[0]
         lang = self.lang(instruction).reshape(b, 1, -1) + self.lang_type
         st = self.state(s).reshape(b, 1, -1) + self.state_type
@@ -355,14 +359,20 @@ class VLAPolicy(nn.Module):
         return self.flow_head(ctx, state, noise, prefix, prefix_mask)
 
     def loss(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor, actions: Tensor,
-             prefix_len: Tensor, repeats: int = 1) -> Tensor:
+             prefix_len: Tensor, repeats: int = 1, state_dropout: float = 0.0) -> Tensor:
         """Flow-matching loss with prefix conditioning; `repeats` noise/time draws share one context.
 
         actions: raw [B,H,D]; prefix_len: long [B] in 0..max_prefix (rows < prefix_len are clean, t=1,
         excluded from the loss). Time ~ 1 - (0.999 Beta(1.5, 1) + 0.001): pi0's emphasis on noisy times.
+        `state_dropout`: fraction of samples whose backbone does not see the joint state. Measured: with
+        the state always visible the policy copied the mean trajectory and ignored the images (swapping
+        images changed its first chunk by 0.003 rad where demonstrations differ by 0.12).
         """
         b, hor, d = actions.shape
-        ctx = self.prefix_encoder(front, wrist, state, instruction)
+        keep = None
+        if state_dropout > 0:
+            keep = (torch.rand(b, 1, device=state.device) >= state_dropout).float()
+        ctx = self.prefix_encoder(front, wrist, state, instruction, keep)
         x1 = self.flow_head.to_model_space(actions, state)
         if repeats > 1:
             ctx = ctx.repeat_interleave(repeats, 0)

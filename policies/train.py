@@ -46,6 +46,7 @@ class TrainConfig(BaseModel):
     grad_clip: float = 1.0
     val_fraction: float = Field(0.05, ge=0, lt=1)
     augment_shift_px: int = 4
+    state_dropout: float = Field(0.0, ge=0, lt=1, description="samples whose backbone does not see the joint state")
     log_every: int = 50
     save_every: int = 1000
     control_rate_hz: float = 20.0
@@ -195,7 +196,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
             g["lr"] = lr_at(cfg, step, progress)
         model.train()
         front, wrist, state, instr, chunks, d = batches.sample(cfg.batch_size)
-        loss = model.loss(front, wrist, state, instr, chunks, d, repeats=cfg.flow_repeats)
+        loss = model.loss(front, wrist, state, instr, chunks, d, repeats=cfg.flow_repeats,
+                          state_dropout=cfg.state_dropout)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

@@ -25,6 +25,7 @@ from omni_vla_sim.report import EpisodeResult, smoothness, summarise, write_repo
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
 
 Backend = Literal["torch", "executorch", "mnn", "expert", "openpi"]
+RECORD_FORMATS = ("hdf5", "mcap")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -73,13 +74,17 @@ class EpisodeSpec:
 
 
 def episode_specs(settings: EvalSettings, videos: int = 0, video_dir: Path | None = None,
-                  record_dir: Path | None = None) -> list[EpisodeSpec]:
+                  record_dir: Path | None = None, record_format: str = "hdf5") -> list[EpisodeSpec]:
+    """One spec per (task, seed); recordings go to <record_dir>/<task>/<task>_<seed>.hdf5 or an MCAP bag dir."""
+    if record_format not in RECORD_FORMATS:
+        raise ValueError(f"record_format must be one of {RECORD_FORMATS}, got {record_format!r}")
+    suffix = ".hdf5" if record_format == "hdf5" else ".mcap"
     specs = []
     for task in settings.tasks:
         for k in range(settings.episodes):
             seed = settings.seed_base + k
             video = str(video_dir / f"{task}_{seed}.mp4") if video_dir and k < videos else None
-            record = str(record_dir / task / f"{task}_{seed}.hdf5") if record_dir else None
+            record = str(record_dir / task / f"{task}_{seed}{suffix}") if record_dir else None
             specs.append(EpisodeSpec(settings, task, seed, video, record))
     return specs
 
@@ -252,10 +257,17 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
 
 
 def _record(spec: EpisodeSpec, env: Any, observations: list[dict], actions: np.ndarray, ok: bool) -> None:
-    """The episode in the demonstration format (atomic file), at the policy's image size."""
+    """The episode in the demonstration format (atomic file, policy image size) or as an MCAP bag."""
     import cv2
 
     from omni_vla_sim import robot
+
+    if spec.record.endswith(".mcap"):
+        from omni_vla_sim.bag import write_bag
+
+        write_bag(spec.record, observations, actions, list(robot.JOINT_NAMES), 1.0 / env.config.control_hz,
+                  env.instruction.text)
+        return
     from omni_vla_sim.collect import POLICY_IMAGE_SIZE
     from omni_vla_sim.dataset import Episode, write_episode
 
@@ -345,11 +357,11 @@ def preflight(settings: EvalSettings) -> None:
 
 
 def evaluate(settings: EvalSettings, workers: int = 1, ray_address: str | None = None,
-             out: Path | None = None, videos: int = 0, record_dir: Path | None = None,
+             out: Path | None = None, videos: int = 0, record_dir: Path | None = None, record_format: str = "hdf5",
              progress: bool = True) -> dict[str, Any]:
     preflight(settings)
     t0 = time.monotonic()
-    specs = episode_specs(settings, videos, out, record_dir)
+    specs = episode_specs(settings, videos, out, record_dir, record_format)
     crashes: list[str] = []
     if ray_address:
         results = run_ray(specs, ray_address)
@@ -381,7 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cloud-latency-ms", type=float, default=300.0)
     p.add_argument("--replan-cadence", type=float, default=0.0, help="seconds between cadence re-plans (0: off)")
     p.add_argument("--videos", type=int, default=1, help="mp4s per task (capped)")
-    p.add_argument("--record", type=Path, default=None, help="also write episodes as a dataset here")
+    p.add_argument("--record", type=Path, default=None, help="also write every episode here")
+    p.add_argument("--record-format", choices=RECORD_FORMATS, default="hdf5",
+                   help="hdf5: the demonstration dataset format; mcap: a ROS 2 bag per episode")
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
     p.add_argument("--compare", choices=["backends", "chunking"], default=None,
                    help="run every backend (torch/executorch/mnn) or every strategy x delay {0,2,4} on the same seeds")
@@ -428,7 +442,7 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
             lines.append(f"backends agree within 95% intervals: {result['agree']}   -> {args.out}")
         os.write(saved_stdout, ("\n".join(lines) + "\n").encode())
         return 0
-    report = evaluate(settings, args.workers, args.ray_address, args.out, videos, args.record)
+    report = evaluate(settings, args.workers, args.ray_address, args.out, videos, args.record, args.record_format)
     if args.json:
         lines = [json.dumps(report)]
     else:

@@ -184,3 +184,33 @@ def test_backend_comparison_without_a_bundle_is_refused_before_any_episode(tmp_p
     argv = ["--backend", "expert", "--compare", "backends", "--episodes", "1", "--out", str(tmp_path / "r")]
     assert main(argv) == 2
     assert "needs a bundle_dir" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_episodes_recorded_as_mcap_bags_hold_what_the_robot_saw_and_executed(tmp_path: Path) -> None:
+    import numpy as np
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    s = EvalSettings(backend="expert", tasks=("touch_yellow",), episodes=1, image_size=64)
+    report = evaluate(s, workers=1, progress=False, out=tmp_path / "report", record_dir=tmp_path / "rec",
+                      record_format="mcap")
+    steps = report["tasks"]["touch_yellow"]["mean_episode_length"]
+    bag = tmp_path / "rec" / "touch_yellow" / "touch_yellow_1000000.mcap"
+    assert bag.is_dir() and [p.name for p in bag.parent.iterdir()] == [bag.name], "no temporary left behind"
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        commands, images, instruction = [], [], None
+        for conn, stamp, raw in reader.messages():
+            msg = reader.deserialize(raw, conn.msgtype)
+            if conn.topic == "/forward_position_controller/commands":
+                commands.append((stamp, np.array(msg.data)))
+            elif conn.topic == "/camera/wrist/image_raw":
+                images.append((msg.height, msg.width, msg.encoding, len(msg.data)))
+            elif conn.topic == "/omni_vla/instruction":
+                instruction = msg.data
+    assert counts["/joint_states"] == counts["/camera/front/image_raw"] == len(commands) == steps
+    assert instruction in ("touch the yellow ball", "tap the yellow sphere")
+    assert images[0] == (64, 64, "rgb8", 64 * 64 * 3)
+    assert [t for t, _ in commands[:3]] == [0, 50_000_000, 100_000_000], "stamped in simulated time"
+    (episode,) = json.loads((tmp_path / "report" / "episodes.json").read_text())
+    np.testing.assert_allclose(np.stack([c for _, c in commands]), np.array(episode["actions"]), atol=1e-5)
