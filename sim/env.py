@@ -135,7 +135,9 @@ class PandaTaskEnv:
 
     def observation(self) -> dict[str, Any]:
         qpos, qvel = self.joint_state()
-        obs: dict[str, Any] = {"qpos": qpos, "qvel": qvel, "instruction": self.instruction.text}
+        # ee_pos: the grip point from forward kinematics (a robot has it from TF), for progress checks.
+        obs: dict[str, Any] = {"qpos": qpos, "qvel": qvel, "instruction": self.instruction.text,
+                               "ee_pos": self.data.site_xpos[self._grip_site].copy()}
         if self.config.render:
             obs["front"] = self.render("front").copy()
             obs["wrist"] = self.render("wrist").copy()

@@ -51,6 +51,8 @@ class EvalSettings(BaseModel):
     replan: bool = Field(False, description="local policy plus cloud re-planning on stall (needs openpi_url)")
     cloud_latency_ms: float = Field(300.0, ge=0, description="simulated time from cloud request to reply")
     replan_cadence_s: float = Field(0.0, ge=0, description="also re-plan every this many seconds (0: stall only)")
+    stall_window_s: float = Field(1.0, ge=0, description="re-plan when the gripper made no progress for this long")
+    stall_ee_tol_m: float = Field(0.01, ge=0, description="... i.e. travelled less than this (and did not open/close)")
     record_actions: bool = True
 
     @model_validator(mode="after")

@@ -76,7 +76,8 @@ def make_replanner(settings: Any, env: Any, clock: Any, stall: bool = True) -> S
     cfg = ReplanConfig.model_validate({
         "enabled": True, "rate_hz": env.config.control_hz, "max_plan_age_s": 5.0,
         "client": {"uri": settings.openpi_url, "request_timeout_s": WAIT_S},
-        "triggers": {"on_instruction_change": False, "stall_window_s": 1.0 if stall else 0.0,
+        "triggers": {"on_instruction_change": False, "stall_window_s": settings.stall_window_s if stall else 0.0,
+                     "stall_ee_tol_m": settings.stall_ee_tol_m,
                      "cadence_s": getattr(settings, "replan_cadence_s", 0.0) if stall else 0.0,
                      "intervention_count": 0, "min_interval_s": 1.0},
     })

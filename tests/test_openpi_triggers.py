@@ -34,12 +34,14 @@ def served():
         yield policy, st.uri
 
 
-def run_ticks(rp: Replanner, n: int, qpos_at, start: int = 0) -> list[tuple[int, str]]:
+def run_ticks(rp: Replanner, n: int, qpos_at, start: int = 0, ee_at=None) -> list[tuple[int, str]]:
     """Feed n ticks in simulated time (tick k at k * PERIOD); returns (tick, trigger) of requests."""
     fired = []
     for k in range(start, start + n):
         obs = make_obs()
         obs["qpos"] = qpos_at(k)
+        if ee_at is not None:
+            obs["ee_pos"] = ee_at(k)
         reason = rp.observe(obs, k, k * PERIOD)
         if reason:
             fired.append((k, reason))
@@ -66,6 +68,18 @@ def test_a_moving_arm_or_a_closing_gripper_is_not_a_stall(served):
     with Replanner(stall_config(uri)) as rp:
         assert run_ticks(rp, 60, lambda k: np.r_[np.full(7, 0.002 * k), 0.04]) == []
         assert run_ticks(rp, 60, lambda k: np.r_[np.zeros(7), 0.04 - 0.0005 * k], start=60) == []
+
+
+def test_end_effector_progress_decides_the_stall_when_observations_carry_it(served):
+    _, uri = served
+    with Replanner(stall_config(uri, stall_ee_tol_m=0.01)) as rp:
+        # Joints keep moving (as in a self-motion) but the gripper goes nowhere: a stall at a full window.
+        fired = run_ticks(rp, 25, lambda k: np.r_[np.full(7, 0.002 * k), 0.04], ee_at=lambda k: np.full(3, 0.4))
+        assert fired[:1] == [(19, "stall")]
+        # Joints nearly still but the end effector travels 1 mm per tick: progress, no stall.
+        moving_ee = run_ticks(rp, 60, lambda k: np.r_[np.full(7, 0.0001 * k), 0.04], start=100,
+                              ee_at=lambda k: np.array([0.3 + 0.001 * k, 0.0, 0.2]))
+        assert moving_ee == []
 
 
 def test_repeated_supervisor_interventions_trigger_a_request(served):

@@ -83,6 +83,9 @@ class TriggerConfig(_Strict):
     stall_window_s: float = Field(1.5, ge=0, description="no joint progress over this window is a stall (0: off)")
     stall_joint_tol_rad: float = Field(0.01, gt=0, description="max-min of every arm joint below this: no progress")
     stall_gripper_tol_m: float = Field(0.002, gt=0, description="max-min of the gripper opening below this")
+    stall_ee_tol_m: float = Field(
+        0.0, ge=0, description="when observations carry 'ee_pos' (xyz, m): end-effector travel over the window "
+        "below this (and a still gripper) is a stall, instead of the joint test (0: joints only)")
     intervention_count: int = Field(3, ge=0, description="this many supervisor interventions ... (0: off)")
     intervention_window_s: float = Field(2.0, gt=0, description="... within this window trigger a plan")
     on_instruction_change: bool = True

@@ -98,6 +98,12 @@ class Replanner:
         self._tol[-1] = trig.stall_gripper_tol_m
         self._below = np.zeros(d, bool)
         self._hcount = 0
+        # End-effector progress (xyz + gripper opening), used when observations carry "ee_pos".
+        self._ee_tol = np.array([trig.stall_ee_tol_m] * 3 + [trig.stall_gripper_tol_m], np.float64)
+        self._ehist = np.zeros((max(self._stall_n, 1), 4), np.float64)
+        self._erange = np.zeros(4, np.float64)
+        self._emax = np.zeros(4, np.float64)
+        self._ecount = 0
         self._interventions: collections.deque[float] = collections.deque(maxlen=max(1, trig.intervention_count))
         self._lock = threading.Lock()
         self._gen = 0
@@ -154,6 +160,12 @@ class Replanner:
         if self._stall_n and qpos is not None and np.shape(qpos) == self._hist.shape[1:]:
             np.copyto(self._hist[self._hcount % self._stall_n], qpos, casting="unsafe")
             self._hcount += 1
+            ee = obs.get("ee_pos")
+            if self._ee_tol[0] > 0 and ee is not None and np.shape(ee) == (3,):
+                row = self._ehist[self._ecount % self._stall_n]
+                np.copyto(row[:3], ee, casting="unsafe")
+                row[3] = qpos[-1]
+                self._ecount += 1
         text = obs.get("instruction")
         explicit = reason = self._explicit
         if text and text != self._instruction:
@@ -204,7 +216,7 @@ class Replanner:
             log.warning("plan %d discarded: %d of %d rows already elapsed", req.request_id, skip,
                         res.actions.shape[0])
             return None
-        self._hcount = 0  # judge progress afresh under the new plan
+        self._hcount = self._ecount = 0  # judge progress afresh under the new plan
         self.counts["plans"] += 1
         return ValidatedPlan(
             actions=res.actions[skip:], start_tick=req.tick + skip if tick is None else tick,
@@ -228,7 +240,7 @@ class Replanner:
             self._ready = None
             self._instruction = None
             self._reset_pending = self.config.client.protocol == "vllm-omni"
-        self._hcount = 0
+        self._hcount = self._ecount = 0
         self._interventions.clear()
         self._explicit = None
         self._last_request_time = -math.inf
@@ -273,6 +285,11 @@ class Replanner:
         return None
 
     def _stalled(self) -> bool:
+        if self._ecount >= self._stall_n:  # end-effector progress, when the observations carry it
+            np.max(self._ehist, axis=0, out=self._emax)
+            np.min(self._ehist, axis=0, out=self._erange)
+            np.subtract(self._emax, self._erange, out=self._erange)
+            return bool((self._erange < self._ee_tol).all())
         np.max(self._hist, axis=0, out=self._hmax)
         np.min(self._hist, axis=0, out=self._hmin)
         np.subtract(self._hmax, self._hmin, out=self._hrange)
@@ -315,7 +332,7 @@ class Replanner:
             self._next_id += 1
             self._pending = _Request(self._next_id, self._gen, tick, now, time.perf_counter(), reason, payload)
         if reason == "stall":
-            self._hcount = 0
+            self._hcount = self._ecount = 0
         self.counts["requests"] += 1
         self._wake_network()
         return True
