@@ -87,12 +87,10 @@ def copy_runtime_shape(dst: object, rt: PolicyRuntime) -> None:
         setattr(dst, name, getattr(rt, name))
 
 
-class SyncInference:
-    """Runs inference in the calling thread; the chunk for tick t is released at tick t + delay_ticks."""
+class RuntimeInputs:
+    """One request's inputs, preallocated in the shapes of a runtime's graphs (float32, batch 1)."""
 
-    def __init__(self, runtime: PolicyRuntime, delay_ticks: int = 0, period_s: float = 0.05, seed: int = 0) -> None:
-        if delay_ticks < 0:
-            raise ValueError(f"delay_ticks must be >= 0, got {delay_ticks}")
+    def __init__(self, runtime: PolicyRuntime, seed: int = 0) -> None:
         self.runtime = runtime
         copy_runtime_shape(self, runtime)
         s, h, d = self.image_size, self.horizon, self.action_dim
@@ -102,9 +100,24 @@ class SyncInference:
         self.prefix = np.zeros((1, h, d), np.float32)
         self.noise = np.zeros((1, h, d), np.float32)
         self.instruction = np.zeros((1, self.embedding_dim), np.float32)
+        self._rng = np.random.default_rng(seed)
+
+    def run(self, prefix_len: int, out: np.ndarray) -> None:
+        """Fresh noise, then one full inference into `out` [H, D]."""
+        self._rng.standard_normal(dtype=np.float32, out=self.noise)
+        self.runtime.infer(self.front, self.wrist, self.state, self.instruction, self.prefix, prefix_len, self.noise, out)
+
+
+class SyncInference(RuntimeInputs):
+    """Runs inference in the calling thread; the chunk for tick t is released at tick t + delay_ticks."""
+
+    def __init__(self, runtime: PolicyRuntime, delay_ticks: int = 0, period_s: float = 0.05, seed: int = 0) -> None:
+        if delay_ticks < 0:
+            raise ValueError(f"delay_ticks must be >= 0, got {delay_ticks}")
+        super().__init__(runtime, seed)
+        h, d = self.horizon, self.action_dim
         self.delay_ticks = delay_ticks
         self.period_s = period_s
-        self._rng = np.random.default_rng(seed)
         self._result = ChunkResult(np.zeros((h, d), np.float32))
         self._busy = False
         self._ready_tick = 0
@@ -132,11 +145,7 @@ class SyncInference:
     def submit(self, tick: int, prefix_len: int, now: float) -> None:
         if self._busy:
             raise RuntimeError("a request is already in flight")
-        self._rng.standard_normal(dtype=np.float32, out=self.noise)
-        self.runtime.infer(
-            self.front, self.wrist, self.state, self.instruction, self.prefix, prefix_len, self.noise,
-            self._result.actions,
-        )
+        self.run(prefix_len, self._result.actions)
         self._result.request_tick = tick
         self._result.latency_s = self.delay_ticks * self.period_s
         self._ready_tick = tick + self.delay_ticks

@@ -90,12 +90,14 @@ class TrainArrays:
     instr_index: np.ndarray  # int64 [N] -> row of `instructions`
     instructions: list[str] = field(default_factory=list)
     episode_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    future: np.ndarray | None = None  # float32 [N,K,D] joint positions at the auxiliary offsets
 
     def __len__(self) -> int:
         return len(self.state)
 
 
-def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = True) -> TrainArrays:
+def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = True,
+                 aux_offsets: tuple[int, ...] = ()) -> TrainArrays:
     """Stack episodes into per-step training samples.
 
     Demos whose instruction is held out keep their trajectory but are trained under another
@@ -108,7 +110,7 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
             train_phrases[ep.task].append(ep.instruction)
     instructions = sorted({p for ps in train_phrases.values() for p in ps})
     idx_of = {s: i for i, s in enumerate(instructions)}
-    fronts, wrists, states, chunks, instr, epi = [], [], [], [], [], []
+    fronts, wrists, states, chunks, instr, epi, future = [], [], [], [], [], [], []
     for k, ep in enumerate(episodes):
         if only_success and not ep.success:
             continue
@@ -124,12 +126,17 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
         chunks.append(ep.actions[rows])
         instr.append(np.full(t_len, idx_of[phrase], np.int64))
         epi.append(np.full(t_len, k, np.int64))
+        if aux_offsets:
+            steps = np.arange(t_len)[:, None]
+            ahead = np.array([t_len - 1 if o < 0 else o for o in aux_offsets])[None, :]
+            at = np.where(ahead == t_len - 1, t_len - 1, np.minimum(steps + ahead, t_len - 1))
+            future.append(ep.qpos[at])
     if not states:
         raise ValueError("no usable (successful, non-held-out-task) demonstrations in the dataset")
     return TrainArrays(
         front=np.concatenate(fronts), wrist=np.concatenate(wrists), state=np.concatenate(states),
         chunks=np.concatenate(chunks), instr_index=np.concatenate(instr), instructions=instructions,
-        episode_index=np.concatenate(epi),
+        episode_index=np.concatenate(epi), future=np.concatenate(future) if aux_offsets else None,
     )
 
 

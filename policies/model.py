@@ -42,11 +42,16 @@ class ModelConfig(BaseModel):
     mlp_ratio: int = 4
     cnn_channels: tuple[int, ...] = (32, 64, 96)
     keypoints: int = Field(0, ge=0, description="spatial-softmax keypoints per camera (0: none), one extra token")
+    aux_offsets: tuple[int, ...] = Field(
+        (), description="training only: also regress the joint positions this many steps ahead (-1: episode end)")
     action_mode: Literal["delta", "absolute"] = "delta"  # delta: chunk relative to current joint positions
 
     def to_dict(self) -> dict:
         d = self.model_dump()
         d["cnn_channels"] = list(self.cnn_channels)
+        d["aux_offsets"] = list(self.aux_offsets)
+        if not d["aux_offsets"]:
+            del d["aux_offsets"]  # checkpoints without the auxiliary head keep their exact config
         return d
 
     @classmethod
@@ -356,6 +361,10 @@ class VLAPolicy(nn.Module):
         self.norm = Normalizer(cfg.state_dim, cfg.action_dim)
         self.prefix_encoder = PrefixEncoder(cfg, self.norm)
         self.flow_head = FlowHead(cfg, self.norm)
+        if cfg.aux_offsets:  # never exported: only the two stages above are
+            k = len(cfg.aux_offsets)
+            self.aux_head = nn.Sequential(RMSNorm(cfg.width), nn.Linear(cfg.width, k * cfg.state_dim))
+            self.register_buffer("aux_scale", torch.ones(k, cfg.state_dim))
 
     def forward(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor,
                 noise: Tensor, prefix: Tensor, prefix_mask: Tensor) -> Tensor:
@@ -363,7 +372,8 @@ class VLAPolicy(nn.Module):
         return self.flow_head(ctx, state, noise, prefix, prefix_mask)
 
     def loss(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor, actions: Tensor,
-             prefix_len: Tensor, repeats: int = 1, state_dropout: float = 0.0) -> Tensor:
+             prefix_len: Tensor, repeats: int = 1, state_dropout: float = 0.0, future: Tensor | None = None,
+             aux_weight: float = 0.0) -> Tensor:
         """Flow-matching loss with prefix conditioning; `repeats` noise/time draws share one context.
 
         actions: raw [B,H,D]; prefix_len: long [B] in 0..max_prefix (rows < prefix_len are clean, t=1,
@@ -371,6 +381,8 @@ class VLAPolicy(nn.Module):
         `state_dropout`: fraction of samples whose backbone does not see the joint state. Measured: with
         the state always visible the policy copied the mean trajectory and ignored the images (swapping
         images changed its first chunk by 0.003 rad where demonstrations differ by 0.12).
+        `future` [B,K,D] raw joint positions at `aux_offsets` steps ahead, regressed from the pooled
+        context with weight `aux_weight`: a dense signal that makes the images say where the arm goes.
         """
         b, hor, d = actions.shape
         keep = None
@@ -394,7 +406,13 @@ class VLAPolicy(nn.Module):
         kv = self.flow_head.context_kv(ctx)
         v = self.flow_head.velocity(xt, tt.expand(n, hor, 1), kv)
         err = ((v - (x1 - x0)) ** 2).mean(-1, keepdim=True) * (1 - mask)
-        return err.sum() / (1 - mask).sum().clamp_min(1.0)
+        flow = err.sum() / (1 - mask).sum().clamp_min(1.0)
+        if future is None or aux_weight <= 0 or not self.cfg.aux_offsets:
+            return flow
+        ctx0 = ctx[:b] if repeats == 1 else ctx[::repeats]
+        pred = self.aux_head(ctx0.mean(dim=1)).reshape(b, len(self.cfg.aux_offsets), -1)
+        target = (future - state.unsqueeze(1)) / self.aux_scale
+        return flow + aux_weight * ((pred - target) ** 2).mean()
 
 
 def count_params(m: nn.Module) -> int:

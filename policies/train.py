@@ -47,6 +47,7 @@ class TrainConfig(BaseModel):
     val_fraction: float = Field(0.05, ge=0, lt=1)
     augment_shift_px: int = 4
     state_dropout: float = Field(0.0, ge=0, lt=1, description="samples whose backbone does not see the joint state")
+    aux_weight: float = Field(0.0, ge=0, description="weight of the future-joint-position regression (model.aux_offsets)")
     log_every: int = 50
     save_every: int = 1000
     control_rate_hz: float = 20.0
@@ -98,8 +99,9 @@ class Batches:
             front = augment(front, self.cfg.augment_shift_px, self.gen)
             wrist = augment(wrist, self.cfg.augment_shift_px, self.gen)
         d = torch.from_numpy(self.rng.integers(0, self.cfg.model.max_prefix + 1, len(i)))
+        future = torch.from_numpy(a.future[i]) if a.future is not None else None
         return (front, wrist, torch.from_numpy(a.state[i]), self.emb[torch.from_numpy(a.instr_index[i])],
-                torch.from_numpy(a.chunks[i]), d)
+                torch.from_numpy(a.chunks[i]), d, future)
 
 
 def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
@@ -135,7 +137,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
     np.random.seed(cfg.seed)
     mcfg = cfg.model
     episodes, joint_names = read_episodes(cfg.dataset)
-    arr = build_arrays(episodes, mcfg.horizon, only_success=cfg.only_success)
+    arr = build_arrays(episodes, mcfg.horizon, only_success=cfg.only_success, aux_offsets=mcfg.aux_offsets)
     # The bundle's lookup table also carries the held-out phrasings (never trained on), so the robot
     # can embed them without the text encoder; training indexes only the first len(arr.instructions).
     held_out = sorted({e.instruction for e in episodes} - set(arr.instructions))
@@ -151,12 +153,18 @@ def train(cfg: TrainConfig, log=print) -> dict:
         from omni_vla_policies.export import load_checkpoint
 
         init = load_checkpoint(cfg.init_from)
-        if init["model_config"] != mcfg.to_dict():
+        ours = {k: v for k, v in mcfg.to_dict().items() if k != "aux_offsets"}
+        if init["model_config"] != ours:
             raise ValueError(f"{cfg.init_from}: model config {init['model_config']} differs from {mcfg.to_dict()}")
-        model.load_state_dict(init["state_dict"])
+        missing, unexpected = model.load_state_dict(init["state_dict"], strict=False)
+        if unexpected or any(not k.startswith("aux_") for k in missing):
+            raise ValueError(f"{cfg.init_from}: weights do not match (missing {missing}, unexpected {unexpected})")
         if init["dataset_sha256"] == ds_hash:
             stats = init["normalization"]
     model.norm.set(stats)
+    if arr.future is not None:  # per-offset, per-joint scale of how far the arm goes: unit-variance targets
+        delta = arr.future - arr.state[:, None, :]
+        model.aux_scale.copy_(torch.from_numpy(np.maximum(delta.std(axis=0), 1e-3).astype(np.float32)))
     ema = deepcopy(model).eval()
     for p in ema.parameters():
         p.requires_grad_(False)
@@ -195,9 +203,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
         for g in opt.param_groups:
             g["lr"] = lr_at(cfg, step, progress)
         model.train()
-        front, wrist, state, instr, chunks, d = batches.sample(cfg.batch_size)
+        front, wrist, state, instr, chunks, d, future = batches.sample(cfg.batch_size)
         loss = model.loss(front, wrist, state, instr, chunks, d, repeats=cfg.flow_repeats,
-                          state_dropout=cfg.state_dropout)
+                          state_dropout=cfg.state_dropout, future=future, aux_weight=cfg.aux_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -235,7 +243,7 @@ def validate(model: VLAPolicy, batches: Batches, cfg: TrainConfig, n: int = 4) -
     state = torch.random.get_rng_state()
     torch.manual_seed(1234)
     batches.rng = np.random.default_rng(cfg.seed + 1)
-    losses = [float(model.loss(*batches.sample(cfg.batch_size, train=False), repeats=1)) for _ in range(n)]
+    losses = [float(model.loss(*batches.sample(cfg.batch_size, train=False)[:6], repeats=1)) for _ in range(n)]
     torch.random.set_rng_state(state)
     return float(np.mean(losses))
 

@@ -84,3 +84,35 @@ def test_reader_refuses_another_dataset_format(tmp_path: Path) -> None:
         f.create_group("data").attrs["format"] = "robomimic/0"
     with pytest.raises(ValueError, match="dataset format"):
         read_episodes(tmp_path)
+
+
+def test_future_positions_are_gathered_per_offset_and_clipped_at_the_episode_end(demos: Path) -> None:
+    episodes, _ = read_episodes(demos)
+    arr = build_arrays(episodes, 16, aux_offsets=(4, -1))
+    ep = episodes[0]  # the first episode's rows come first
+    t_len = len(ep.qpos)
+    np.testing.assert_array_equal(arr.future[0, 0], ep.qpos[4])
+    np.testing.assert_array_equal(arr.future[t_len - 2, 0], ep.qpos[t_len - 1])  # clipped, not wrapped
+    np.testing.assert_array_equal(arr.future[:t_len, 1], np.repeat(ep.qpos[-1:], t_len, axis=0))
+
+
+def test_auxiliary_future_head_trains_with_scaled_targets_and_stays_out_of_the_bundle(demos: Path,
+                                                                                     tmp_path: Path) -> None:
+    from omni_vla_policies.export import export_bundle, policy_from_checkpoint
+
+    model = {**TINY_MODEL, "aux_offsets": [4, -1]}
+    out = tmp_path / "aux.pt"
+    train(tiny_config(demos, out, model=model, aux_weight=1.0, state_dropout=0.3, max_steps=10), log=lambda s: None)
+    ckpt = load_checkpoint(out)
+    policy = policy_from_checkpoint(ckpt)
+    assert policy.aux_scale.shape == (2, 8) and not torch.allclose(policy.aux_scale, torch.ones(2, 8))
+    bundle = export_bundle(ckpt, tmp_path / "bundle", backends=("onnx",))
+    import onnx
+
+    names = {i.name for i in onnx.load(str(bundle / "prefix.onnx")).graph.initializer}
+    assert names and not any("aux" in n for n in names)
+    # A checkpoint without the head still initialises a run that adds it.
+    plain = tmp_path / "plain.pt"
+    train(tiny_config(demos, plain, max_steps=2), log=lambda s: None)
+    train(tiny_config(demos, tmp_path / "again.pt", model=model, aux_weight=1.0, init_from=plain, max_steps=2),
+          log=lambda s: None)
