@@ -68,3 +68,22 @@ def node_process(module: str, domain_id: int, params_file: Path | None = None,
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def run_against_node(module: str, params_file: Path | None, params: dict, scenario: Callable[..., None]) -> int:
+    """Run `scenario(probe, executor)` against `module` in its own process on a fresh domain.
+
+    A failed assertion is re-raised with the node's output appended; returns the node's exit code.
+    """
+    domain = free_domain_id()
+    failure: AssertionError | None = None
+    with ros_context(domain) as (probe, ex):
+        with node_process(module, domain, params_file, params) as proc:
+            try:
+                scenario(probe, ex)
+            except AssertionError as exc:
+                failure = exc
+        output = proc.stdout.read() if proc.stdout else ""
+    if failure is not None:
+        raise AssertionError(f"{failure}\n--- {module} output ---\n{output[-4000:]}") from failure
+    return proc.returncode

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rosutil import REPO, free_domain_id, node_process, ros_context
+from rosutil import REPO, free_domain_id, run_against_node
 from test_inference import tiny_bundle
 
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -50,21 +50,11 @@ def test_image_array_handles_row_padding() -> None:
 
 @pytest.mark.slow
 def test_node_commands_only_after_joint_states_and_holds_when_they_stop(bundle: Path) -> None:
-    domain = free_domain_id()
     rng = np.random.default_rng(0)
     params = {"bundle_dir": str(bundle), "backend": "mnn", "autostart": "true", "rate_hz": 20.0,
               "max_obs_age_s": 0.3}
-    failure: AssertionError | None = None
-    with ros_context(domain) as (probe, ex):
-        with node_process("omni_vla.node", domain, PARAMS_FILE, params) as proc:
-            try:
-                _scenario(probe, ex, rng)
-            except AssertionError as exc:
-                failure = exc
-        output = proc.stdout.read() if proc.stdout else ""
-    if failure is not None:
-        raise AssertionError(f"{failure}\n--- vla_node output ---\n{output[-4000:]}") from failure
-    assert proc.returncode == 0, output
+    code = run_against_node("omni_vla.node", PARAMS_FILE, params, lambda probe, ex: _scenario(probe, ex, rng))
+    assert code == 0, "vla_node did not shut down cleanly on SIGINT"
 
 
 def _scenario(probe, ex, rng: np.random.Generator) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from omni_vla.openpi.server import PolicyServer
-from rosutil import REPO, free_domain_id, node_process, ros_context
+from rosutil import REPO, run_against_node
 from test_vla_node import INSTRUCTION, JOINTS, image_msg
 from test_inference import tiny_bundle
 
@@ -57,17 +57,8 @@ def test_explicit_requests_and_counted_interventions_bring_cloud_plans_through_t
     with PolicyServer(policy).thread() as st:
         params = {"bundle_dir": str(bundle), "backend": "mnn", "autostart": "true", "rate_hz": 20.0,
                   "max_obs_age_s": 2.0, "openpi_config": str(_openpi_yaml(tmp_path / "openpi.yaml", st.uri))}
-        domain = free_domain_id()
-        failure = None
-        with ros_context(domain) as (probe, ex):
-            with node_process("omni_vla.node", domain, REPO / "config" / "vla_node.yaml", params) as proc:
-                try:
-                    _scenario(probe, ex, policy)
-                except AssertionError as exc:
-                    failure = exc
-            output = proc.stdout.read() if proc.stdout else ""
-    if failure is not None:
-        raise AssertionError(f"{failure}\n--- vla_node output ---\n{output[-4000:]}") from failure
+        run_against_node("omni_vla.node", REPO / "config" / "vla_node.yaml", params,
+                         lambda probe, ex: _scenario(probe, ex, policy))
 
 
 def _scenario(probe, ex, policy: PosePolicy) -> None:
