@@ -116,6 +116,15 @@ class _TimedRuntime:
         pass
 
 
+def release_cache() -> None:
+    """Close what episodes cached in this process (worker processes simply exit)."""
+    for value in _cache.values():
+        close = getattr(value, "close", None)
+        if close is not None:
+            close()
+    _cache.clear()
+
+
 def _runtime(s: EvalSettings) -> Any:
     key = ("runtime", s.backend, str(s.bundle_dir), s.threads)
     if key not in _cache:
@@ -361,20 +370,23 @@ def preflight(settings: EvalSettings) -> None:
 def evaluate(settings: EvalSettings, workers: int = 1, ray_address: str | None = None,
              out: Path | None = None, videos: int = 0, record_dir: Path | None = None, record_format: str = "hdf5",
              progress: bool = True) -> dict[str, Any]:
-    preflight(settings)
-    t0 = time.monotonic()
-    specs = episode_specs(settings, videos, out, record_dir, record_format)
-    crashes: list[str] = []
-    if ray_address:
-        results = run_ray(specs, ray_address)
-    else:
-        results, crashes = run_local(specs, workers, progress)
-    wall = time.monotonic() - t0
-    report = summarise(results, versions(settings),
-                       {**json.loads(settings.model_dump_json()), "workers": workers, "ray": bool(ray_address),
-                        "worker_crashes": crashes}, wall)
-    if out is not None:
-        write_report(out, report, results, title=f"omni_vla evaluation: {settings.backend}")
+    try:
+        preflight(settings)
+        t0 = time.monotonic()
+        specs = episode_specs(settings, videos, out, record_dir, record_format)
+        crashes: list[str] = []
+        if ray_address:
+            results = run_ray(specs, ray_address)
+        else:
+            results, crashes = run_local(specs, workers, progress)
+        wall = time.monotonic() - t0
+        report = summarise(results, versions(settings),
+                           {**json.loads(settings.model_dump_json()), "workers": workers, "ray": bool(ray_address),
+                            "worker_crashes": crashes}, wall)
+        if out is not None:
+            write_report(out, report, results, title=f"omni_vla evaluation: {settings.backend}")
+    finally:
+        release_cache()  # in-process runtimes (ExecuTorch's thread pool is process-wide), renderers
     return report
 
 
