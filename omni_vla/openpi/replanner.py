@@ -68,6 +68,16 @@ class _Result:
     server_timing: dict
 
 
+def _still(hist: np.ndarray, tol: np.ndarray, hi: np.ndarray, lo: np.ndarray, span: np.ndarray,
+           below: np.ndarray) -> bool:
+    """Did every column of the window move less than its tolerance? (allocation-free: scratch arrays)"""
+    np.max(hist, axis=0, out=hi)
+    np.min(hist, axis=0, out=lo)
+    np.subtract(hi, lo, out=span)
+    np.less(span, tol, out=below)
+    return bool(below.all())
+
+
 class Replanner:
     """Asks an OpenPI server for plans on triggers; hands validated, time-aligned plans to the tick."""
 
@@ -101,8 +111,10 @@ class Replanner:
         # End-effector progress (xyz + gripper opening), used when observations carry "ee_pos".
         self._ee_tol = np.array([trig.stall_ee_tol_m] * 3 + [trig.stall_gripper_tol_m], np.float64)
         self._ehist = np.zeros((max(self._stall_n, 1), 4), np.float64)
-        self._erange = np.zeros(4, np.float64)
         self._emax = np.zeros(4, np.float64)
+        self._emin = np.zeros(4, np.float64)
+        self._erange = np.zeros(4, np.float64)
+        self._ebelow = np.zeros(4, bool)
         self._ecount = 0
         self._interventions: collections.deque[float] = collections.deque(maxlen=max(1, trig.intervention_count))
         self._lock = threading.Lock()
@@ -286,15 +298,8 @@ class Replanner:
 
     def _stalled(self) -> bool:
         if self._ecount >= self._stall_n:  # end-effector progress, when the observations carry it
-            np.max(self._ehist, axis=0, out=self._emax)
-            np.min(self._ehist, axis=0, out=self._erange)
-            np.subtract(self._emax, self._erange, out=self._erange)
-            return bool((self._erange < self._ee_tol).all())
-        np.max(self._hist, axis=0, out=self._hmax)
-        np.min(self._hist, axis=0, out=self._hmin)
-        np.subtract(self._hmax, self._hmin, out=self._hrange)
-        np.less(self._hrange, self._tol, out=self._below)
-        return bool(self._below.all())
+            return _still(self._ehist, self._ee_tol, self._emax, self._emin, self._erange, self._ebelow)
+        return _still(self._hist, self._tol, self._hmax, self._hmin, self._hrange, self._below)
 
     def _busy(self) -> bool:
         if self._awaiting:
