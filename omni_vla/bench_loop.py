@@ -61,7 +61,8 @@ def _feeder(store: Any, stop: threading.Event, size: int, dof: int) -> None:
 class LoopRig:
     """Worker + controller + store + feeder, started once per backend and rate."""
 
-    def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None) -> None:
+    def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None,
+                 network: str = "process") -> None:
         from omni_vla.config import ControllerConfig
         from omni_vla.controller import Controller
         from omni_vla.perception import ObservationStore
@@ -72,7 +73,7 @@ class LoopRig:
         cfg = ControllerConfig(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
                                joint_names=list(getattr(self.inference, "joint_names", None) or
                                                 ControllerConfig().joint_names)[: self.inference.action_dim])
-        self.replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence) if cloud_url else None
+        self.replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence, network) if cloud_url else None
         self.controller = Controller(cfg, self.inference, replanner=self.replanner)
         self.store = ObservationStore(cfg.joint_names)
         self.store.set_instruction(args.instruction)
@@ -97,12 +98,12 @@ class LoopRig:
         self.inference.close()
 
 
-def _cloud_replanner(url: str, rate_hz: float, cadence_s: float) -> Any:
+def _cloud_replanner(url: str, rate_hz: float, cadence_s: float, network: str) -> Any:
     """A Replanner asking `url` for a plan every `cadence_s` (the only trigger), as vla_node would."""
     from omni_vla.openpi import Replanner, ReplanConfig
 
     cfg = ReplanConfig.model_validate({
-        "enabled": True, "rate_hz": rate_hz, "max_plan_age_s": 2.0, "client": {"uri": url},
+        "enabled": True, "rate_hz": rate_hz, "max_plan_age_s": 2.0, "client": {"uri": url}, "network": network,
         "triggers": {"cadence_s": cadence_s, "stall_window_s": 0, "intervention_count": 0,
                      "on_instruction_change": False, "min_interval_s": 0},
     })
@@ -135,10 +136,11 @@ def start_cloud(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     raise RuntimeError(f"serve-openpi did not come up on port {port}")
 
 
-def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None) -> dict[str, Any]:
+def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None,
+               network: str = "process") -> dict[str, Any]:
     from omni_vla.loop import Scheduler
 
-    rig = LoopRig(args, backend, rate_hz, cloud_url)
+    rig = LoopRig(args, backend, rate_hz, cloud_url, network)
     try:
         sched = Scheduler(rate_hz, rig.tick, rt_priority=args.rt_priority)
         sched.run(max_ticks=WARMUP_TICKS)
@@ -159,7 +161,7 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
         )
         if rig.replanner is not None:
             st = rig.replanner.status()
-            out["cloud"] = {"plans_spliced": counts["cloud_plans"], "connected": st["connected"],
+            out["cloud"] = {"network": network, "plans_spliced": counts["cloud_plans"], "connected": st["connected"],
                             **{k: st[k] for k in ("requests", "replies", "plans", "rejected", "expired", "timeouts")}}
         out["heap_growth_bytes"] = heap_growth(sched, args.heap_ticks)
         return out
@@ -246,6 +248,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="also measure each backend/rate with cloud re-planning against a local serve-openpi process")
     p.add_argument("--cloud-latency-ms", type=float, default=300.0, help="latency the cloud server injects")
     p.add_argument("--replan-cadence", type=float, default=0.5, help="seconds between cloud requests (--cloud)")
+    p.add_argument("--cloud-network", default="process",
+                   help="comma list of where the client runs (process, thread): one cloud run each (--cloud)")
     p.add_argument("--probe-cold-start", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -283,6 +287,10 @@ def _run(args: argparse.Namespace) -> dict[str, Any] | None:
             "camera": "128x128 rgb8/bgr8 at 30 Hz", "bundle": str(args.bundle), "cpus": os.cpu_count(),
         },
     }
+    networks = [n for n in args.cloud_network.split(",") if n]
+    if any(n not in ("process", "thread") for n in networks):
+        print(f"--cloud-network must list process and/or thread, got {args.cloud_network!r}", file=sys.stderr)
+        return None
     server, url = start_cloud(args) if args.cloud else (None, None)
     if url:
         results["settings"].update(cloud=url, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
@@ -294,12 +302,13 @@ def _run(args: argparse.Namespace) -> dict[str, Any] | None:
                 entry["cold_start_s"] = cold
                 results[f"{backend}@{rate:g}"] = entry
                 _say(args, f"{backend}@{rate:g}", entry)
-                if url:  # interleaved with the no-cloud run above: same machine state, a fair ratio
-                    cloud = bench_rate(args, backend, rate, url)
+                for network in networks if url else []:  # interleaved with the no-cloud run: a fair ratio
+                    cloud = bench_rate(args, backend, rate, url, network)
                     cloud["p99_lateness_ratio_vs_no_cloud"] = round(
                         cloud["p99_lateness_ms"] / max(entry["p99_lateness_ms"], 1e-6), 3)
-                    results[f"{backend}@{rate:g}+cloud"] = cloud
-                    _say(args, f"{backend}@{rate:g}+cloud", cloud)
+                    name = f"{backend}@{rate:g}+cloud" + ("" if network == "process" else f"-{network}")
+                    results[name] = cloud
+                    _say(args, name, cloud)
             first = f"{backend}@{float(args.rates.split(',')[0]):g}"
             results[backend] = results[first]
     finally:

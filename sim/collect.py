@@ -54,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=200, help="per task")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--image-size", type=int, default=POLICY_IMAGE_SIZE)
+    p.add_argument("--recovery", type=Path, metavar="BUNDLE",
+                   help="recovery demonstrations: this bundle's policy drives, the expert takes over (sim/recovery.py)")
+    p.add_argument("--backend", choices=("mnn", "executorch", "torch"), default="mnn", help="with --recovery")
     args = p.parse_args(argv)
     for t in args.tasks:
         get_task(t)
+    if args.recovery is not None:
+        return _collect_recovery(args)
     jobs = [
         (t, DEMO_SEED_BASE + s, str(args.out), args.image_size)
         for s in range(args.episodes) for t in args.tasks
@@ -67,4 +72,23 @@ def main(argv: list[str] | None = None) -> int:
         for _, _, success, _ in tqdm(pool.imap_unordered(_collect_one, jobs), total=len(jobs), desc="collect"):
             ok += success
     print(f"collected {len(jobs)} episodes into {args.out} ({ok} successful)")
+    return 0
+
+
+def _collect_recovery(args) -> int:
+    from tqdm import tqdm
+
+    from omni_vla_sim.recovery import RECOVERY_SEED_BASE, recover_one
+
+    if not (args.recovery / "manifest.json").is_file():
+        raise SystemExit(f"--recovery {args.recovery}: no bundle there (manifest.json missing)")
+    jobs = [(t, RECOVERY_SEED_BASE + s, str(args.out), args.image_size, args.backend, str(args.recovery))
+            for s in range(args.episodes) for t in args.tasks
+            if not (args.out / t / f"{t}_recovery_{RECOVERY_SEED_BASE + s:07d}.hdf5").exists()]
+    written = 0
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        for _, _, ok, _ in tqdm(pool.imap_unordered(recover_one, jobs), total=len(jobs), desc="recover"):
+            written += ok
+    print(f"ran {len(jobs)} recovery episodes, wrote {written} into {args.out} "
+          "(the rest: the policy succeeded alone or the expert could not recover)")
     return 0

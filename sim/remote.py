@@ -74,7 +74,7 @@ def make_replanner(settings: Any, env: Any, clock: Any, stall: bool = True) -> S
 
     period = 1.0 / env.config.control_hz
     cfg = ReplanConfig.model_validate({
-        "enabled": True, "rate_hz": env.config.control_hz, "max_plan_age_s": 5.0,
+        "enabled": True, "rate_hz": env.config.control_hz, "max_plan_age_s": 5.0, "network": "thread",
         "client": {"uri": settings.openpi_url, "request_timeout_s": WAIT_S},
         "triggers": {"on_instruction_change": False, "stall_window_s": settings.stall_window_s if stall else 0.0,
                      "stall_ee_tol_m": settings.stall_ee_tol_m,

@@ -17,14 +17,18 @@ def test_cloud_runs_are_interleaved_with_local_ones_and_really_splice_plans(tmp_
     bundle = tiny_bundle(tmp_path_factory)
     cmd = [sys.executable, "-m", "omni_vla.bench_loop", "--bundle", str(bundle), "--backends", "mnn",
            "--rates", "50", "--ticks", "300", "--heap-ticks", "50", "--no-cold-start", "--rt-priority", "0",
-           "--cloud", "--cloud-latency-ms", "100", "--replan-cadence", "0.5", "--json"]
+           "--cloud", "--cloud-latency-ms", "100", "--replan-cadence", "0.5",
+           "--cloud-network", "process,thread", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
-    local, cloud = out["mnn@50"], out["mnn@50+cloud"]
-    assert "cloud" not in local and local["ticks"] == cloud["ticks"] == 300
-    assert cloud["cloud"]["connected"] and cloud["cloud"]["plans_spliced"] >= 2, cloud["cloud"]
-    assert cloud["cloud"]["rejected"] == 0
-    assert cloud["p99_lateness_ratio_vs_no_cloud"] == pytest.approx(
-        cloud["p99_lateness_ms"] / max(local["p99_lateness_ms"], 1e-6), rel=1e-2)
+    local = out["mnn@50"]
+    assert "cloud" not in local
+    for name, network in (("mnn@50+cloud", "process"), ("mnn@50+cloud-thread", "thread")):
+        cloud = out[name]
+        assert local["ticks"] == cloud["ticks"] == 300 and cloud["cloud"]["network"] == network
+        assert cloud["cloud"]["connected"] and cloud["cloud"]["plans_spliced"] >= 2, cloud["cloud"]
+        assert cloud["cloud"]["rejected"] == 0
+        assert cloud["p99_lateness_ratio_vs_no_cloud"] == pytest.approx(
+            cloud["p99_lateness_ms"] / max(local["p99_lateness_ms"], 1e-6), rel=1e-2)
     assert out["settings"]["cloud_latency_ms"] == 100.0

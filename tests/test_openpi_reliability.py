@@ -358,4 +358,4 @@ def test_close_is_prompt_while_the_server_is_unreachable():
     t = time.perf_counter()
     rp.close()
     assert time.perf_counter() - t < 2.0
-    assert not any(th.name == "openpi-replanner" for th in threading.enumerate())
+    assert not any(th.name in ("openpi-events", "openpi-network") for th in threading.enumerate())

@@ -105,6 +105,9 @@ class ReplanConfig(_Strict):
     min_steps: int = Field(2, ge=1, description="fewer rows left after time alignment: discard")
     max_plan_age_s: float = Field(1.0, gt=0, le=60, description="older than this (from the observation): discard")
     image_size: int = Field(0, ge=0, le=1024, description="resize camera frames to this square size (0: as is)")
+    network: Literal["process", "thread"] = Field(
+        "process", description="where the websocket client runs: its own process (robots: keeps msgpack and "
+        "framing off the control loop's GIL) or a thread (simulated-time evaluation)")
     extra_fields: dict[str, Scalar] = Field(
         default_factory=dict, description="static request fields, e.g. session_id or embodiment for vLLM-Omni"
     )

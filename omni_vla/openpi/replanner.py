@@ -3,16 +3,17 @@
 The control tick calls three cheap, non-blocking methods:
 - `observe(obs, tick, now)` every tick: updates the stall window and fires triggers. Only when a
   trigger fires does it copy the observation (the copy is what gets sent; the caller's buffers may
-  be reused next tick) and hand it to the network thread.
+  be reused next tick) and hand it to the network side.
 - `poll(now, tick)` every tick: None (a single attribute read, no allocation) unless a validated
   plan is waiting; then it drops the rows whose ticks already passed since the observation was
   taken, discards the plan if it is older than `max_plan_age_s`, and returns a ValidatedPlan whose
   row 0 is the action for `tick`.
 - `request_plan(reason)` / `note_intervention()` from any thread (ROS topic or service callbacks).
 
-The network side runs in its own thread with its own asyncio event loop (OpenPIClient): connect
-with backoff, send the newest pending request, validate the reply, park the result for `poll`.
-Failures are logged and counted, never raised into the tick; nothing unvalidated leaves this file.
+The network side (omni_vla.openpi.network) runs in its own process by default (`network:
+process`), or in a thread (`network: thread`, simulated-time evaluation): connect with backoff,
+send the newest pending request, validate the reply. It reports events, which land here: a
+validated plan is parked for `poll`; failures are logged and counted, never raised into the tick.
 
 Triggers: a cadence, a stall (every joint's range over a window below a tolerance), repeated
 supervisor interventions, an instruction change, or an explicit request. Automatic triggers
@@ -21,7 +22,6 @@ respect `min_interval_s`; explicit and instruction triggers do not. An instructi
 """
 from __future__ import annotations
 
-import asyncio
 import collections
 import logging
 import math
@@ -30,39 +30,24 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-import cv2
 import numpy as np
-from websockets.exceptions import ConnectionClosed
 
-from omni_vla.openpi import codec
-from omni_vla.openpi.client import OpenPIClient, OpenPIError, ServerError
 from omni_vla.openpi.config import ReplanConfig
-from omni_vla.openpi.plan import PlanRejected, ValidatedPlan, extract_actions, validate_actions
+from omni_vla.openpi.network import LOST, ProcessHost, Request, ThreadHost
+from omni_vla.openpi.plan import ValidatedPlan
 
 log = logging.getLogger("omni_vla.openpi.replanner")
-CLOSE_TOO_BIG = 1009
 
 COUNTERS = (
     "triggers", "requests", "busy_skips", "bad_observations", "sent", "replies", "plans", "rejected",
     "server_errors", "protocol_errors", "timeouts", "disconnects", "connects", "connect_failures",
-    "expired", "superseded", "stale", "resets",
+    "expired", "superseded", "stale", "resets", "network_restarts",
 )
 
 
 @dataclass(slots=True)
-class _Request:
-    request_id: int
-    gen: int
-    tick: int
-    obs_time: float  # caller's clock
-    wall: float  # perf_counter at hand-off (network-side age)
-    reason: str
-    payload: dict
-
-
-@dataclass(slots=True)
 class _Result:
-    request: _Request
+    request: Request
     actions: np.ndarray
     latency_s: float
     server_timing: dict
@@ -93,7 +78,8 @@ class Replanner:
         e.g. the privileged sim state the expert-oracle server needs. `clock` must be the clock
         of the `now` values the caller passes (default: perf_counter, like the node's scheduler)."""
         self.config = config
-        self._client = OpenPIClient(config.client, api_key=api_key)
+        host = ProcessHost if config.network == "process" else ThreadHost
+        self._host = host(config, config.client.api_key() if api_key is None else api_key, self)
         self._extras = extras
         self._clock = clock
         self.period = config.period_s
@@ -123,41 +109,30 @@ class Replanner:
         self._instruction: str | None = None
         self._explicit: str | None = None
         self._last_request_time = -math.inf
-        self._pending: _Request | None = None  # handed off, not yet sent
-        self._awaiting = False  # sent, reply not yet in
+        self._outstanding: tuple[int, float] | None = None  # (id, wall) handed off, not yet finished
+        self._in_flight: int | None = None  # id sent to the server, reply not yet in
+        self._connected = False
+        self._metadata: dict = {}
         self._ready: _Result | None = None  # validated, waiting for poll
-        self._reset_pending = False
         self.counts = dict.fromkeys(COUNTERS, 0)
         self.last_error = ""
         self.last_rejection = ""
         self._plan_event = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._wake: asyncio.Event | None = None
-        self._started = threading.Event()
+        self._started = False
 
     # ----- lifecycle ------------------------------------------------------------------------
     def start(self) -> "Replanner":
-        """Start the network thread (connects in the background; never blocks on the server)."""
-        if self._thread is not None:
-            return self
-        self._thread = threading.Thread(target=self._thread_main, name="openpi-replanner", daemon=True)
-        self._thread.start()
-        self._started.wait(5.0)
+        """Start the network side (connects in the background; never blocks on the server)."""
+        if not self._started:
+            self._host.start()
+            self._started = True
         return self
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the network thread and close the connection."""
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(stop.set)
-            except RuntimeError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        """Stop the network side and close the connection."""
+        if self._started:
+            self._host.close(timeout)
+            self._started = False
 
     def __enter__(self) -> "Replanner":
         return self.start()
@@ -185,7 +160,8 @@ class Replanner:
             with self._lock:
                 self._instruction = text
                 self._gen += 1  # plans for the old instruction are now worthless
-                self._pending = None
+                gen = self._gen
+            self._host.cancel(gen)
             if changed and self.config.triggers.on_instruction_change and reason is None:
                 reason = "instruction"
         if reason is None:
@@ -248,19 +224,18 @@ class Replanner:
         """New episode: forget the stall window, pending work and plans; vLLM-Omni gets a reset."""
         with self._lock:
             self._gen += 1
-            self._pending = None
+            gen = self._gen
             self._ready = None
             self._instruction = None
-            self._reset_pending = self.config.client.protocol == "vllm-omni"
+        self._host.cancel(gen, reset=True)
         self._hcount = self._ecount = 0
         self._interventions.clear()
         self._explicit = None
         self._last_request_time = -math.inf
-        self._wake_network()
 
     @property
     def connected(self) -> bool:
-        return self._client.connected
+        return self._connected
 
     @property
     def busy(self) -> bool:
@@ -268,7 +243,7 @@ class Replanner:
 
     @property
     def metadata(self) -> dict:
-        return self._client.metadata
+        return self._metadata
 
     def wait_for_plan(self, timeout: float) -> bool:
         """Block until a validated plan is parked for poll (tests, simulated-time evaluation only)."""
@@ -302,10 +277,10 @@ class Replanner:
         return _still(self._hist, self._tol, self._hmax, self._hmin, self._hrange, self._below)
 
     def _busy(self) -> bool:
-        if self._awaiting:
+        if self._in_flight is not None:
             return True
-        p = self._pending
-        return p is not None and time.perf_counter() - p.wall < self.config.max_plan_age_s
+        p = self._outstanding
+        return p is not None and time.perf_counter() - p[1] < self.config.max_plan_age_s
 
     def _payload(self, obs: Mapping[str, Any]) -> dict:
         keys, d = self.config.keys, self.config.action_dim
@@ -335,165 +310,45 @@ class Replanner:
             return False
         with self._lock:
             self._next_id += 1
-            self._pending = _Request(self._next_id, self._gen, tick, now, time.perf_counter(), reason, payload)
+            req = Request(self._next_id, self._gen, tick, now, time.perf_counter(), reason, payload)
+        self._outstanding = (req.request_id, req.wall)
+        self._host.submit(req)
         if reason == "stall":
             self._hcount = self._ecount = 0
         self.counts["requests"] += 1
-        self._wake_network()
         return True
 
-    def _wake_network(self) -> None:
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:  # loop closing
-                pass
+    # ----- events from the network side (its thread, or the thread receiving its process's events)
+    def on_connected(self, metadata: dict) -> None:
+        self._metadata, self._connected = metadata, True
+        self.counts["connects"] += 1
+        log.info("connected to %s (metadata keys: %s)", self.config.client.uri, sorted(map(str, metadata))[:10])
 
-    # ----- network thread -----------------------------------------------------------------
-    def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._main())
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+    def on_disconnected(self) -> None:
+        self._connected = False
 
-    def _error(self, counter: str, message: str, level: int = logging.WARNING) -> None:
-        self.last_error = message
-        log.log(level, "%s", message)
+    def on_sent(self, request_id: int) -> None:
+        self._in_flight = request_id
+        self.counts["sent"] += 1
+
+    def on_finished(self, request_id: int, still_pending: bool = False) -> None:
+        if request_id in (self._in_flight, LOST):
+            self._in_flight = None
+        out = self._outstanding
+        if request_id == LOST or (out is not None and out[0] == request_id and not still_pending):
+            self._outstanding = None
+
+    def on_result(self, request: Request, actions: np.ndarray, latency_s: float, timing: dict) -> None:
+        actions.flags.writeable = False  # unpickled from the network process: read-only again
+        with self._lock:
+            self._ready = _Result(request, actions, latency_s, timing)
+        self._plan_event.set()
+
+    def on_event(self, counter: str, message: str = "", level: int = logging.WARNING, rejection: bool = False) -> None:
+        if rejection:
+            self.last_rejection = message
+            log.warning("plan refused: %s", message)
+        elif message:
+            self.last_error = message
+            log.log(level, "%s", message)
         self.counts[counter] += 1  # last: whoever sees the count also sees the message
-
-    def _rejected(self, message: str) -> None:
-        self.last_rejection = message
-        log.warning("plan refused: %s", message)
-        self.counts["rejected"] += 1
-
-    async def _main(self) -> None:
-        self._stop, self._wake = asyncio.Event(), asyncio.Event()
-        self._started.set()
-        uri = self.config.client.uri
-        while not self._stop.is_set():
-            md = await self._client.connect_with_backoff(
-                self._stop, lambda why: self._error("connect_failures", f"cannot connect to {uri}: {why}", logging.INFO))
-            if md is None:
-                break
-            self.counts["connects"] += 1
-            log.info("connected to %s (metadata keys: %s)", uri, sorted(map(str, md))[:10])
-            try:
-                await self._serve()
-            except ConnectionClosed as exc:
-                self._error("disconnects", f"connection to {uri} closed: {exc}")
-            except ServerError as exc:
-                self._error("server_errors", str(exc))
-            except OpenPIError as exc:
-                self._error("timeouts" if "request_timeout_s" in str(exc) else "protocol_errors", str(exc))
-            except OSError as exc:
-                self._error("disconnects", f"network error: {exc}")
-            except Exception as exc:  # keep the network thread alive whatever happens; say what
-                self._error("protocol_errors", f"unexpected {type(exc).__name__}: {exc}", logging.ERROR)
-                log.debug("traceback", exc_info=True)
-            finally:
-                self._awaiting = False
-                await self._client.close()
-        await self._client.close()
-
-    async def _next_request(self) -> _Request | None:
-        """The pending request, or None if the connection closed or we are stopping first."""
-        ws = self._client.connection
-        assert ws is not None and self._stop is not None and self._wake is not None
-        closed = asyncio.ensure_future(ws.wait_closed())
-        try:
-            while not self._stop.is_set():
-                if self._reset_pending:
-                    return None
-                with self._lock:
-                    req, self._pending = self._pending, None
-                if req is not None:
-                    if time.perf_counter() - req.wall <= self.config.max_plan_age_s:
-                        return req
-                    self.counts["expired"] += 1
-                    continue
-                self._wake.clear()
-                waiter = asyncio.ensure_future(self._wake.wait())
-                stopper = asyncio.ensure_future(self._stop.wait())
-                await asyncio.wait({waiter, stopper, closed}, return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
-                stopper.cancel()
-                if closed.done():
-                    with self._lock:
-                        if self._pending is not None:
-                            return None
-                    raise ws.protocol.close_exc
-            return None
-        finally:
-            closed.cancel()
-
-    async def _serve(self) -> None:
-        while not self._stop.is_set():
-            if self._reset_pending:
-                self._reset_pending = False
-                try:
-                    await self._client.reset(dict(self.config.extra_fields))
-                    self.counts["resets"] += 1
-                except ServerError as exc:
-                    if not exc.connection_kept:
-                        raise
-                    self._error("server_errors", str(exc))
-                continue
-            req = await self._next_request()
-            if req is None:
-                if self._client.connected and not self._stop.is_set():
-                    continue  # a reset to send first
-                return
-            await self._exchange(req)
-
-    def _prepared(self, payload: dict) -> dict:
-        size = self.config.image_size
-        if size:
-            keys = self.config.keys
-            for key in (keys.front, keys.wrist):
-                img = payload[key]
-                if img.shape[:2] != (size, size):
-                    payload[key] = cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)
-        return payload
-
-    async def _exchange(self, req: _Request) -> None:
-        self._awaiting = True
-        try:
-            self.counts["sent"] += 1
-            try:
-                reply = await self._client.infer(self._prepared(req.payload))
-            except codec.CodecError as exc:
-                self._error("bad_observations", f"request {req.request_id} not encodable: {exc}", logging.ERROR)
-                return
-            except ConnectionClosed as exc:
-                if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
-                    self._rejected(f"request {req.request_id}: reply larger than max_message_bytes="
-                                   f"{self.config.client.max_message_bytes}")
-                else:
-                    with self._lock:  # send again on the next connection if nothing newer is waiting
-                        if self._pending is None and req.gen == self._gen:
-                            self._pending = req
-                raise
-            except ServerError as exc:
-                if not exc.connection_kept:
-                    raise
-                self._error("server_errors", f"request {req.request_id}: {exc}")
-                return
-            self.counts["replies"] += 1
-            try:
-                raw, timing = extract_actions(reply)
-                actions = validate_actions(raw, self.config.action_dim, self.config.max_horizon)
-            except PlanRejected as exc:
-                self._rejected(f"request {req.request_id}: {exc}")
-                return
-            if actions.flags.writeable:  # decoded arrays already are read-only views
-                actions = actions.copy()
-                actions.flags.writeable = False
-            with self._lock:
-                self._ready = _Result(req, actions, time.perf_counter() - req.wall, timing)
-            self._plan_event.set()
-        finally:
-            self._awaiting = False

@@ -1,0 +1,410 @@
+"""The network side of re-planning: one OpenPI connection, one request at a time, replies validated.
+
+`PlanNetwork` runs on its own asyncio loop: connect with backoff, send the newest pending request
+(resizing its images first), validate the reply, and report everything to a sink (the Replanner's
+tick side) as events. It is hosted either
+
+- in a child process (`ProcessHost`, the default): requests go down a multiprocessing queue whose
+  feeder thread pickles them, and events come back up another. The tick's process then never runs
+  msgpack, websocket framing or image resizing, which held its GIL long enough to add ~0.8 ms to the
+  p99 tick lateness when plans came every 0.5 s (results/bench_loop_cloud_20hz.json); or
+- in a thread of the caller's process (`ThreadHost`): for simulated-time evaluation, where lateness
+  does not exist and one process per episode would only cost start-up time.
+
+Nothing unvalidated leaves this module: a reply is parsed and checked here, and only a read-only
+float64 [T, D] array reaches the sink.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+log = logging.getLogger("omni_vla.openpi.network")
+CLOSE_TOO_BIG = 1009
+RESTART_BACKOFF_S = (0.5, 10.0)  # network process restarts: first delay, cap
+READY = ("ready", (), {})
+LOST = -1  # on_finished id: every request the network side held is gone (its process died)
+
+
+@dataclass(slots=True)
+class Request:
+    request_id: int
+    gen: int
+    tick: int
+    obs_time: float  # caller's clock
+    wall: float  # time.perf_counter() at hand-off (CLOCK_MONOTONIC: comparable across processes)
+    reason: str
+    payload: dict | None
+
+
+class Sink(Protocol):
+    """What the network side reports; implemented by the Replanner's tick side."""
+
+    def on_connected(self, metadata: dict) -> None: ...
+    def on_disconnected(self) -> None: ...
+    def on_sent(self, request_id: int) -> None: ...
+    def on_result(self, request: Request, actions: np.ndarray, latency_s: float, timing: dict) -> None: ...
+    def on_finished(self, request_id: int, still_pending: bool = False) -> None: ...
+    def on_event(self, counter: str, message: str = "", level: int = logging.WARNING, rejection: bool = False) -> None: ...
+
+
+class PlanNetwork:
+    """One connection's worth of re-planning work on an asyncio loop (see module docstring)."""
+
+    def __init__(self, config: Any, api_key: str | None, sink: Sink) -> None:
+        from omni_vla.openpi.client import OpenPIClient
+
+        self.config = config
+        self.sink = sink
+        self._client = OpenPIClient(config.client, api_key=api_key)
+        self._pending: Request | None = None
+        self._gen = 0
+        self._reset_pending = False
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    # ----- called on the loop (hosts use call_soon_threadsafe) -------------------------------
+    def submit(self, req: Request) -> None:
+        """The newest request replaces one not yet sent (its reply would be older anyway)."""
+        if req.gen < self._gen:
+            return
+        self._gen = req.gen
+        if self._pending is not None:
+            self.sink.on_finished(self._pending.request_id)
+        self._pending = req
+        self._wake.set()
+
+    def cancel(self, gen: int, reset: bool = False) -> None:
+        """A new instruction or episode: drop what is pending; vLLM-Omni also gets a reset."""
+        self._gen = max(self._gen, gen)
+        if self._pending is not None and self._pending.gen < self._gen:
+            self.sink.on_finished(self._pending.request_id)
+            self._pending = None
+        if reset and self.config.client.protocol == "vllm-omni":
+            self._reset_pending = True
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    # ----- the loop ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        from omni_vla.openpi.client import OpenPIError, ServerError
+
+        uri = self.config.client.uri
+        while not self._stop.is_set():
+            md = await self._client.connect_with_backoff(
+                self._stop, lambda why: self.sink.on_event("connect_failures", f"cannot connect to {uri}: {why}", logging.INFO))
+            if md is None:
+                break
+            self.sink.on_connected(md)
+            try:
+                await self._serve()
+            except ConnectionClosed as exc:
+                self.sink.on_event("disconnects", f"connection to {uri} closed: {exc}")
+            except ServerError as exc:
+                self.sink.on_event("server_errors", str(exc))
+            except OpenPIError as exc:
+                self.sink.on_event("timeouts" if "request_timeout_s" in str(exc) else "protocol_errors", str(exc))
+            except OSError as exc:
+                self.sink.on_event("disconnects", f"network error: {exc}")
+            except Exception as exc:  # keep the network side alive whatever happens; say what
+                self.sink.on_event("protocol_errors", f"unexpected {type(exc).__name__}: {exc}", logging.ERROR)
+            finally:
+                await self._client.close()
+                self.sink.on_disconnected()
+        await self._client.close()
+
+    async def _serve(self) -> None:
+        from omni_vla.openpi.client import ServerError
+
+        while not self._stop.is_set():
+            if self._reset_pending:
+                self._reset_pending = False
+                try:
+                    await self._client.reset(dict(self.config.extra_fields))
+                    self.sink.on_event("resets", level=logging.DEBUG)
+                except ServerError as exc:
+                    if not exc.connection_kept:
+                        raise
+                    self.sink.on_event("server_errors", str(exc))
+                continue
+            req = await self._next_request()
+            if req is None:
+                if self._client.connected and not self._stop.is_set():
+                    continue  # a reset to send first
+                return
+            await self._exchange(req)
+
+    async def _next_request(self) -> Request | None:
+        """The pending request, or None if the connection closed, a reset is due, or we stop."""
+        ws = self._client.connection
+        assert ws is not None
+        closed = asyncio.ensure_future(ws.wait_closed())
+        try:
+            while not self._stop.is_set():
+                if self._reset_pending:
+                    return None
+                req, self._pending = self._pending, None
+                if req is not None:
+                    if time.perf_counter() - req.wall <= self.config.max_plan_age_s:
+                        return req
+                    self.sink.on_event("expired", f"request {req.request_id} expired before it could be sent",
+                                       logging.INFO)
+                    self.sink.on_finished(req.request_id)
+                    continue
+                self._wake.clear()
+                waiter = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({waiter, closed}, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                if closed.done():
+                    if self._pending is not None:
+                        return None
+                    raise ws.protocol.close_exc
+            return None
+        finally:
+            closed.cancel()
+
+    def _prepared(self, payload: dict) -> dict:
+        import cv2
+
+        size = self.config.image_size
+        if size:
+            keys = self.config.keys
+            for key in (keys.front, keys.wrist):
+                img = payload[key]
+                if img.shape[:2] != (size, size):
+                    payload[key] = cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)
+        return payload
+
+    async def _exchange(self, req: Request) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        from omni_vla.openpi import codec
+        from omni_vla.openpi.client import ServerError
+        from omni_vla.openpi.plan import PlanRejected, extract_actions, validate_actions
+
+        requeued = False
+        self.sink.on_sent(req.request_id)
+        try:
+            try:
+                reply = await self._client.infer(self._prepared(req.payload or {}))
+            except codec.CodecError as exc:
+                self.sink.on_event("bad_observations", f"request {req.request_id} not encodable: {exc}", logging.ERROR)
+                return
+            except ConnectionClosed as exc:
+                if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
+                    self.sink.on_event("rejected", f"request {req.request_id}: reply larger than max_message_bytes="
+                                       f"{self.config.client.max_message_bytes}", rejection=True)
+                elif self._pending is None and req.gen == self._gen:
+                    self._pending, requeued = req, True  # send again on the next connection
+                raise
+            except ServerError as exc:
+                if not exc.connection_kept:
+                    raise
+                self.sink.on_event("server_errors", f"request {req.request_id}: {exc}")
+                return
+            self.sink.on_event("replies", level=logging.DEBUG)
+            try:
+                raw, timing = extract_actions(reply)
+                actions = validate_actions(raw, self.config.action_dim, self.config.max_horizon)
+            except PlanRejected as exc:
+                self.sink.on_event("rejected", f"request {req.request_id}: {exc}", rejection=True)
+                return
+            actions = np.array(actions, dtype=np.float64, copy=True)
+            actions.flags.writeable = False
+            self.sink.on_result(replace(req, payload=None), actions, time.perf_counter() - req.wall, timing)
+        finally:
+            self.sink.on_finished(req.request_id, still_pending=requeued)
+
+
+# ------------------------------------------------------------------------------ hosts
+class ThreadHost:
+    """PlanNetwork on an asyncio loop in a daemon thread of this process."""
+
+    def __init__(self, config: Any, api_key: str | None, sink: Sink) -> None:
+        self._args = (config, api_key, sink)
+        self._net: PlanNetwork | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="openpi-network", daemon=True)
+        self._thread.start()
+        self._ready.wait(5.0)
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            self._net = PlanNetwork(*self._args)
+            self._loop = loop
+            self._ready.set()
+            loop.run_until_complete(self._net.run())
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def _call(self, fn: str, *args: Any) -> None:
+        loop, net = self._loop, self._net
+        if loop is not None and net is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(getattr(net, fn), *args)
+            except RuntimeError:  # loop closing
+                pass
+
+    def submit(self, req: Request) -> None:
+        self._call("submit", req)
+
+    def cancel(self, gen: int, reset: bool = False) -> None:
+        self._call("cancel", gen, reset)
+
+    def close(self, timeout: float) -> None:
+        self._call("stop")
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+
+class _QueueSink:
+    """Child side: every event becomes one small message to the parent."""
+
+    def __init__(self, events: Any) -> None:
+        self._events = events
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("on_"):
+            raise AttributeError(name)
+        return lambda *args, **kw: self._events.put((name, args, kw))
+
+
+def _child_main(config_json: str, api_key: str | None, requests: Any, events: Any) -> None:
+    """Network process: a reader thread feeds the queue's messages to PlanNetwork on the loop."""
+    from omni_vla.openpi.config import ReplanConfig
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the network side stops
+    net = PlanNetwork(ReplanConfig.model_validate_json(config_json), api_key, _QueueSink(events))  # type: ignore[arg-type]
+    loop = asyncio.new_event_loop()
+
+    def reader() -> None:
+        while True:
+            try:
+                fn, args = requests.get()
+            except (EOFError, OSError):
+                fn, args = "stop", ()
+            try:
+                loop.call_soon_threadsafe(getattr(net, fn), *args)
+            except RuntimeError:
+                return
+            if fn == "stop":
+                return
+
+    threading.Thread(target=reader, name="openpi-requests", daemon=True).start()
+    events.put(READY)
+    try:
+        loop.run_until_complete(net.run())
+    finally:
+        loop.close()
+        events.put(("on_disconnected", (), {}))
+
+
+class ProcessHost:
+    """PlanNetwork in a spawned child process; restarted with backoff if it dies."""
+
+    def __init__(self, config: Any, api_key: str | None, sink: Sink) -> None:
+        self.config, self._api_key, self._sink = config, api_key, sink
+        self._ctx = mp.get_context("spawn")
+        self._requests: Any = None
+        self._events: Any = None
+        self._proc: Any = None
+        self._closing = threading.Event()
+        self._receiver: threading.Thread | None = None
+        self.restarts = 0
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Spawn the child and wait until it runs (imports take ~0.5 s), so that triggers from the
+        first tick on reach a live network side."""
+        self._spawn()
+        try:
+            first = self._events.get(timeout=timeout)
+        except queue.Empty:
+            first = None
+        if first != READY:
+            self._sink.on_event("network_restarts", f"network process not ready within {timeout:g} s: {first!r}",
+                                logging.ERROR)
+        self._receiver = threading.Thread(target=self._receive, name="openpi-events", daemon=True)
+        self._receiver.start()
+
+    def _spawn(self) -> None:
+        self._requests, self._events = self._ctx.Queue(), self._ctx.Queue()
+        self._proc = self._ctx.Process(
+            target=_child_main, name="omni_vla-openpi",
+            args=(self.config.model_dump_json(), self._api_key, self._requests, self._events), daemon=True)
+        self._proc.start()
+
+    def _receive(self) -> None:
+        """Dispatch the child's events to the sink; notice its death and restart it."""
+        delay = RESTART_BACKOFF_S[0]
+        while not self._closing.is_set():
+            try:
+                name, args, kw = self._events.get(timeout=0.25)
+            except queue.Empty:
+                if self._proc.is_alive() or self._closing.is_set():
+                    continue
+                code = self._proc.exitcode
+                self._sink.on_disconnected()
+                self._sink.on_finished(LOST)  # whatever was pending or in flight is gone
+                self._sink.on_event("network_restarts", f"network process died (exit code {code}); "
+                                    f"restarting in {delay:.1f} s", logging.ERROR)
+                if self._closing.wait(delay):
+                    return
+                delay = min(RESTART_BACKOFF_S[1], delay * 2)
+                self.restarts += 1
+                self._spawn()
+                continue
+            except (EOFError, OSError):
+                return
+            if name != "ready":
+                getattr(self._sink, name)(*args, **kw)
+
+    def _put(self, fn: str, *args: Any) -> None:
+        if self._requests is not None and not self._closing.is_set():
+            self._requests.put((fn, args))  # the queue's feeder thread pickles: the caller only appends
+
+    def submit(self, req: Request) -> None:
+        self._put("submit", req)
+
+    def cancel(self, gen: int, reset: bool = False) -> None:
+        self._put("cancel", gen, reset)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def close(self, timeout: float) -> None:
+        if self._proc is None:
+            return
+        self._put("stop")
+        self._closing.set()
+        self._proc.join(timeout)
+        if self._proc.is_alive():
+            self._proc.terminate()
+            self._proc.join(1.0)
+        if self._receiver is not None:
+            self._receiver.join(timeout)
+        for q in (self._requests, self._events):
+            q.close()
+            q.cancel_join_thread()
+        self._proc = None
