@@ -154,13 +154,12 @@ def train(cfg: TrainConfig, log=print) -> dict:
 
         init = load_checkpoint(cfg.init_from)
         ours = {k: v for k, v in mcfg.to_dict().items() if k != "aux_offsets"}
-        if init["model_config"] != ours:
+        if {k: v for k, v in init["model_config"].items() if k != "aux_offsets"} != ours:
             raise ValueError(f"{cfg.init_from}: model config {init['model_config']} differs from {mcfg.to_dict()}")
         missing, unexpected = model.load_state_dict(init["state_dict"], strict=False)
         if unexpected or any(not k.startswith("aux_") for k in missing):
             raise ValueError(f"{cfg.init_from}: weights do not match (missing {missing}, unexpected {unexpected})")
-        if init["dataset_sha256"] == ds_hash:
-            stats = init["normalization"]
+        stats = init["normalization"]  # the weights were fitted to these, even if the dataset grew since
     model.norm.set(stats)
     if arr.future is not None:  # per-offset, per-joint scale of how far the arm goes: unit-variance targets
         delta = arr.future - arr.state[:, None, :]

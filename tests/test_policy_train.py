@@ -11,6 +11,7 @@ from omni_vla_policies.dataset import build_arrays, dataset_sha256, read_episode
 from omni_vla_policies.export import load_checkpoint
 from omni_vla_policies.testing import TASKS, write_synthetic_dataset
 from omni_vla_policies.train import TrainConfig, load_config, train
+from omni_vla_sim.dataset import read_episode, write_episode
 
 TINY_MODEL = {"width": 32, "heads": 2, "prefix_layers": 1, "head_layers": 1, "mlp_ratio": 2,
               "cnn_channels": [8, 16, 16], "num_steps": 3, "max_prefix": 4}
@@ -116,3 +117,25 @@ def test_auxiliary_future_head_trains_with_scaled_targets_and_stays_out_of_the_b
     train(tiny_config(demos, plain, max_steps=2), log=lambda s: None)
     train(tiny_config(demos, tmp_path / "again.pt", model=model, aux_weight=1.0, init_from=plain, max_steps=2),
           log=lambda s: None)
+
+
+def test_continuing_on_a_grown_dataset_keeps_the_weights_normalization(demos: Path, tmp_path: Path) -> None:
+    import shutil
+
+    model = {**TINY_MODEL, "aux_offsets": [4, -1]}
+    first = tmp_path / "first.pt"
+    train(tiny_config(demos, first, model=model, aux_weight=1.0, max_steps=2), log=lambda s: None)
+    grown = tmp_path / "grown"
+    shutil.copytree(demos, grown)
+    src = sorted(grown.rglob("*.hdf5"))[0]
+    ep = read_episode(src)
+    ep.qpos = ep.qpos + np.float32(0.5)  # a recovery-like episode far from the others: stats would move
+    write_episode(src.with_name("extra_recovery.hdf5"), ep, [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"])
+    again = tmp_path / "again.pt"
+    train(tiny_config(grown, again, model=model, aux_weight=1.0, init_from=first, max_steps=2), log=lambda s: None)
+    a, b = load_checkpoint(first), load_checkpoint(again)
+    assert a["dataset_sha256"] != b["dataset_sha256"]
+    assert a["normalization"] == b["normalization"]
+    fresh = tmp_path / "fresh.pt"
+    train(tiny_config(grown, fresh, model=model, aux_weight=1.0, max_steps=1), log=lambda s: None)
+    assert load_checkpoint(fresh)["normalization"]["state_mean"] != a["normalization"]["state_mean"]
