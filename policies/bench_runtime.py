@@ -43,13 +43,18 @@ class OnnxRuntimeRunner:
         self._base = BundleRuntimeBase()
         self._base.backend = "onnx"
         self.mask = np.zeros((1, self.manifest.horizon, 1), np.float32)
+        self._prefix_in: dict[str, np.ndarray] = {}
 
     def infer(self, front, wrist, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
-        ctx = self.sess["prefix"].run(None, {"front": front, "wrist": wrist, "state": state, "instruction": instruction})[0]
+        self._prefix_in = {"front": front, "wrist": wrist, "state": state, "instruction": instruction}
+        ctx = self.sess["prefix"].run(None, self._prefix_in)[0]
         self.mask.fill(0.0)
         self.mask[0, :prefix_len, 0] = 1.0
         a = self.sess["flow"].run(None, {"context": ctx, "state": state, "noise": noise, "prefix": prefix, "prefix_mask": self.mask})[0]
         np.copyto(out, a[0])
+
+    def run_prefix(self) -> None:
+        self.sess["prefix"].run(None, self._prefix_in)
 
     def close(self) -> None:
         self.sess.clear()
@@ -126,10 +131,48 @@ def cold_start_subprocess(backend: str, bundle_dir: Path, threads: int) -> dict[
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tuple[str, ...], cold: bool = True) -> dict:
+def stage_flops(bundle_dir: Path) -> dict[str, int]:
+    """Floating-point operations of one inference per stage, counted on the eager model."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from omni_vla_policies.torch_runtime import TorchRuntime
+
+    rt, x = TorchRuntime(bundle_dir, 1), {k: torch.from_numpy(v) for k, v in fixed_inputs(bundle_dir).items()}
+    out = {}
+    with torch.inference_mode():
+        with FlopCounterMode(display=False) as fc:
+            ctx = rt.model.prefix_encoder(x["front"], x["wrist"], x["state"], x["instruction"])
+        out["prefix"] = int(fc.get_total_flops())
+        mask = torch.zeros(1, x["prefix"].shape[1], 1)
+        with FlopCounterMode(display=False) as fc:
+            rt.model.flow_head(ctx, x["state"], x["noise"], x["prefix"], mask)
+        out["flow"] = int(fc.get_total_flops())
+    return out
+
+
+def sgemm_gflops(threads: int, n: int = 256, reps: int = 50) -> float:
+    """What this CPU sustains on a dense float32 matmul at `threads` (torch/oneDNN): the roofline."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(5):
+        torch.mm(a, b)
+    dt = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        dt.append(time.perf_counter() - t0)
+    return round(2 * n**3 / float(np.median(dt)) / 1e9, 2)
+
+
+def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tuple[str, ...], cold: bool = True,
+          stages: bool = False) -> dict:
     x = fixed_inputs(bundle_dir)
     rts = {b: make_runtime(b, bundle_dir, threads) for b in backends}
     times: dict[str, list[float]] = {b: [] for b in backends}
+    prefix_times: dict[str, list[float]] = {b: [] for b in backends}
     order = list(backends)
     for i in range(warmup + reps):
         order = order[1:] + order[:1]
@@ -137,6 +180,10 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
             t0 = time.perf_counter()
             _call(rts[b], x, i % 3)
             dt = (time.perf_counter() - t0) * 1e3
+            if stages:  # the same inputs again, prefix stage only: flow = full - prefix
+                t1 = time.perf_counter()
+                rts[b].run_prefix()
+                prefix_times[b].append((time.perf_counter() - t1) * 1e3)
             if i >= warmup:
                 times[b].append(dt)
     for rt in rts.values():
@@ -156,6 +203,18 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
         for b in ("executorch", "mnn", "onnxruntime"):
             if b in res:
                 res[b]["speedup_vs_torch"] = round(res["torch"]["median_ms"] / res[b]["median_ms"], 2)
+    if stages:
+        flops = stage_flops(bundle_dir)
+        res["flops"] = {**flops, "total": sum(flops.values())}
+        res["sgemm_gflops"] = sgemm_gflops(threads)
+        for b in backends:
+            pre = float(np.median(prefix_times[b][warmup:]))
+            flow = res[b]["median_ms"] - pre
+            res[b]["stages"] = {
+                "prefix_ms": round(pre, 4), "flow_ms": round(flow, 4),
+                "prefix_gflops": round(flops["prefix"] / pre / 1e6, 2), "flow_gflops": round(flops["flow"] / flow / 1e6, 2),
+                "fraction_of_sgemm": round(res["flops"]["total"] / res[b]["median_ms"] / 1e6 / res["sgemm_gflops"], 3),
+            }
     return res
 
 
@@ -167,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--no-cold-start", action="store_true", help="skip the per-backend subprocess cold-start runs")
+    p.add_argument("--stages", action="store_true",
+                   help="also time the prefix stage alone, count FLOPs per stage and measure the sgemm roofline")
     p.add_argument("--cold-start", metavar="BACKEND", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
@@ -177,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
-        results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends.split(",")), cold=not a.no_cold_start) for n in threads]
+        results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends.split(",")), cold=not a.no_cold_start,
+                         stages=a.stages) for n in threads]
         print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
     return 0
 

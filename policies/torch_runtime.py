@@ -22,6 +22,7 @@ class TorchRuntime(BundleRuntimeBase):
         torch.set_num_threads(num_threads)
         self.model = policy_from_checkpoint(load_checkpoint(verify_artifact(bundle_dir, manifest.torch_checkpoint)))
         self._mask_t = torch.from_numpy(self._mask)
+        self._last: tuple[torch.Tensor, ...] | None = None
 
     @torch.inference_mode()
     def context(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray) -> np.ndarray:
@@ -35,8 +36,15 @@ class TorchRuntime(BundleRuntimeBase):
         self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
         t = torch.from_numpy
         self._set_mask(prefix_len)
-        a = self.model(t(front), t(wrist), t(state), t(instruction), t(noise), t(prefix), self._mask_t)
+        self._last = (t(front), t(wrist), t(state), t(instruction))
+        a = self.model(*self._last, t(noise), t(prefix), self._mask_t)
         np.copyto(out, a.numpy()[0])
+
+    @torch.inference_mode()
+    def run_prefix(self) -> None:
+        """The prefix stage alone on the last infer()'s inputs (profiling: how the time splits)."""
+        assert self._last is not None, "call infer() first"
+        self.model.prefix_encoder(*self._last)
 
     @torch.inference_mode()
     def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,

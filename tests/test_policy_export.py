@@ -88,3 +88,19 @@ def test_bench_runtime_cli_prints_one_contract_object_per_thread_count(tiny_bund
     for r in res:
         for backend in ("torch", "onnxruntime", "executorch", "mnn"):
             assert r[backend]["median_ms"] > 0 and r[backend]["p99_ms"] >= r[backend]["median_ms"]
+
+
+def test_bench_runtime_stages_split_the_time_and_count_flops(tiny_bundle: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from omni_vla_policies.bench_runtime import main
+
+    assert main(["--bundle", str(tiny_bundle), "--threads", "1", "--reps", "15", "--warmup", "2", "--no-cold-start",
+                 "--stages", "--json"]) == 0
+    (r,) = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    assert r["flops"]["prefix"] > 0 and r["flops"]["flow"] > 0
+    assert r["flops"]["total"] == r["flops"]["prefix"] + r["flops"]["flow"]
+    assert r["sgemm_gflops"] > 1.0
+    for backend in ("torch", "onnxruntime", "executorch", "mnn"):
+        st = r[backend]["stages"]
+        assert 0 < st["prefix_ms"] < r[backend]["median_ms"], (backend, st)  # the prefix alone is part of the whole
+        assert st["flow_ms"] == pytest.approx(r[backend]["median_ms"] - st["prefix_ms"], abs=1e-3)
+        assert 0 < st["fraction_of_sgemm"] < 1

@@ -102,6 +102,10 @@ class ExecuTorchRuntime(BundleRuntimeBase):
         self._set_mask(prefix_len)
         np.copyto(out, self._run().numpy()[0])
 
+    def run_prefix(self) -> None:
+        """The prefix stage alone on the last infer()'s inputs (profiling: how the time splits)."""
+        self._methods["prefix"]._method(self._inputs["prefix"], clone_outputs=False)
+
     def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
                    context: np.ndarray, noise: np.ndarray, prefix: np.ndarray, prefix_len: int) -> tuple[np.ndarray, np.ndarray]:
         """Each stage on its own (diagnostics/parity, allocates): (context from the images, actions from `context`)."""

@@ -79,6 +79,10 @@ class MNNRuntime(BundleRuntimeBase):
         res = self._modules["flow"].forward(fv)[0].read()
         np.copyto(out, res.reshape(out.shape))
 
+    def run_prefix(self) -> None:
+        """The prefix stage alone on the last infer()'s inputs (profiling: how the time splits)."""
+        self._modules["prefix"].forward(self._vars["prefix"])[0].read()
+
     def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
                    context: np.ndarray, noise: np.ndarray, prefix: np.ndarray, prefix_len: int) -> tuple[np.ndarray, np.ndarray]:
         """Each stage on its own (diagnostics/parity, allocates): (context from the images, actions from `context`)."""
