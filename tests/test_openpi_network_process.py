@@ -10,7 +10,12 @@ import sys
 import threading
 import time
 
+import numpy as np
+import pytest
+
+from omni_vla.openpi.network import FrameSlots
 from omni_vla.openpi.replanner import Replanner
+from omni_vla.openpi.server import PolicyServer
 from test_openpi_reliability import Tick, config, make_obs, ramp_server, wait_for  # noqa: F401
 
 TICK_PROCESS = r"""
@@ -74,3 +79,39 @@ def test_close_stops_the_network_process_and_its_threads(ramp_server):
     rp.close()
     assert not proc.is_alive()
     assert not any(th.name in ("openpi-events", "openpi-network") for th in threading.enumerate())
+
+
+class FrontMeanPolicy:
+    """Every action = the mean of the front image it was sent: shows which frame reached the server."""
+
+    def infer(self, obs: dict) -> dict:
+        return {"actions": np.full((20, 8), float(np.mean(obs["observation/image"])))}
+
+
+@pytest.mark.parametrize("network", ["process", "thread"])
+def test_the_frames_sent_are_those_of_the_trigger_tick_even_if_the_caller_reuses_its_buffers(network):
+    with PolicyServer(FrontMeanPolicy()).thread() as st, Replanner(config(st.uri, network=network)) as rp:
+        t = Tick(rp)
+        obs = make_obs()
+        t.request(obs)  # front is all 7s
+        obs["front"][:] = 200  # the camera callback reuses the buffer right after the tick
+        plan = t.poll_until(5.0)
+        assert plan is not None and np.all(plan.actions == 7.0), plan
+
+
+def test_frame_slots_detect_a_slot_overwritten_before_it_was_read():
+    slots = FrameSlots(((4, 4, 3), (2, 2, 3)))
+    try:
+        reader = FrameSlots(slots.shapes, name=slots.shm.name)
+        a = [np.full((4, 4, 3), 1, np.uint8), np.full((2, 2, 3), 2, np.uint8)]
+        seq0 = slots.write(0, a)
+        seq1 = slots.write(1, [x + 10 for x in a])
+        got = reader.read(0, seq0)
+        assert got is not None and all(np.array_equal(g, x) for g, x in zip(got, a))
+        assert reader.read(1, seq1)[0][0, 0, 0] == 11
+        newer = slots.write(0, [x + 20 for x in a])
+        assert reader.read(0, seq0) is None  # overwritten: the old request's frames are gone
+        assert reader.read(0, newer)[1][0, 0, 0] == 22
+        reader.close()
+    finally:
+        slots.close(unlink=True)

@@ -4,10 +4,11 @@
 (resizing its images first), validate the reply, and report everything to a sink (the Replanner's
 tick side) as events. It is hosted either
 
-- in a child process (`ProcessHost`, the default): requests go down a multiprocessing queue whose
-  feeder thread pickles them, and events come back up another. The tick's process then never runs
-  msgpack, websocket framing or image resizing, which held its GIL long enough to add ~0.8 ms to the
-  p99 tick lateness when plans came every 0.5 s (results/bench_loop_cloud_20hz.json); or
+- in a child process (`ProcessHost`, the default): the camera frames are copied into shared memory
+  (two slots, each guarded by a sequence number), and only a small message (state, prompt, slot)
+  goes down a multiprocessing queue; events come back up another. The tick's process then never
+  runs msgpack, websocket framing or image resizing, and a crash or hang in the network stack
+  cannot take the node with it (the child is restarted); or
 - in a thread of the caller's process (`ThreadHost`): for simulated-time evaluation, where lateness
   does not exist and one process per episode would only cost start-up time.
 
@@ -266,7 +267,9 @@ class ThreadHost:
                 pass
 
     def submit(self, req: Request) -> None:
-        self._call("submit", req)
+        """Called on the tick thread: the payload's arrays may be the caller's buffers, so copy."""
+        payload = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in (req.payload or {}).items()}
+        self._call("submit", replace(req, payload=payload))
 
     def cancel(self, gen: int, reset: bool = False) -> None:
         self._call("cancel", gen, reset)
@@ -276,6 +279,54 @@ class ThreadHost:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+
+
+class FrameSlots:
+    """Two slots of camera frames in shared memory; a slot's sequence number is odd while written.
+
+    The parent writes a request's frames into slot id % 2 and sends (slot, seq) in a small message;
+    the child copies them out and checks the sequence number did not move meanwhile (else a newer
+    request overwrote the slot, and this one is dropped: its reply would be superseded anyway).
+    """
+
+    HEADER = 64  # bytes: the two int64 sequence numbers, cache-line padded
+
+    def __init__(self, shapes: tuple[tuple[int, ...], ...], name: str | None = None) -> None:
+        from multiprocessing import shared_memory
+
+        self.shapes = shapes
+        self.frame_bytes = [int(np.prod(s)) for s in shapes]
+        self.slot_bytes = sum(self.frame_bytes)
+        size = self.HEADER + 2 * self.slot_bytes
+        self.shm = shared_memory.SharedMemory(name=name, create=name is None, size=size if name is None else 0)
+        self.seq = np.ndarray((2,), np.int64, buffer=self.shm.buf, offset=0)
+        self.views = []
+        for slot in range(2):
+            off, views = self.HEADER + slot * self.slot_bytes, []
+            for shape, nbytes in zip(shapes, self.frame_bytes):
+                views.append(np.ndarray(shape, np.uint8, buffer=self.shm.buf, offset=off))
+                off += nbytes
+            self.views.append(views)
+
+    def write(self, slot: int, frames: list[np.ndarray]) -> int:
+        self.seq[slot] += 1  # odd: being written
+        for view, frame in zip(self.views[slot], frames):
+            np.copyto(view, frame)
+        self.seq[slot] += 1
+        return int(self.seq[slot])
+
+    def read(self, slot: int, seq: int) -> list[np.ndarray] | None:
+        if self.seq[slot] != seq:
+            return None
+        frames = [v.copy() for v in self.views[slot]]
+        return frames if self.seq[slot] == seq else None
+
+    def close(self, unlink: bool = False) -> None:
+        self.seq = None  # type: ignore[assignment]
+        self.views = []
+        self.shm.close()
+        if unlink:
+            self.shm.unlink()
 
 
 class _QueueSink:
@@ -295,8 +346,27 @@ def _child_main(config_json: str, api_key: str | None, requests: Any, events: An
     from omni_vla.openpi.config import ReplanConfig
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the network side stops
-    net = PlanNetwork(ReplanConfig.model_validate_json(config_json), api_key, _QueueSink(events))  # type: ignore[arg-type]
+    config = ReplanConfig.model_validate_json(config_json)
+    sink = _QueueSink(events)
+    net = PlanNetwork(config, api_key, sink)  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
+    slots: FrameSlots | None = None
+    keys = (config.keys.front, config.keys.wrist)
+
+    def frames_of(args: tuple) -> tuple | None:
+        """("submit", (req, shm name, shapes, slot, seq)) -> (req with its frames,) or None if overwritten."""
+        nonlocal slots
+        req, name, shapes, slot, seq = args
+        if slots is None or slots.shm.name != name.lstrip("/"):
+            if slots is not None:
+                slots.close()
+            slots = FrameSlots(tuple(map(tuple, shapes)), name=name)
+        frames = slots.read(slot, seq)
+        if frames is None:
+            sink.on_finished(req.request_id)
+            return None
+        req.payload.update(zip(keys, frames))
+        return (req,)
 
     def reader() -> None:
         while True:
@@ -304,6 +374,10 @@ def _child_main(config_json: str, api_key: str | None, requests: Any, events: An
                 fn, args = requests.get()
             except (EOFError, OSError):
                 fn, args = "stop", ()
+            if fn == "submit":
+                args = frames_of(args)
+                if args is None:
+                    continue
             try:
                 loop.call_soon_threadsafe(getattr(net, fn), *args)
             except RuntimeError:
@@ -331,6 +405,8 @@ class ProcessHost:
         self._proc: Any = None
         self._closing = threading.Event()
         self._receiver: threading.Thread | None = None
+        self._slots: FrameSlots | None = None
+        self._keys = (config.keys.front, config.keys.wrist)
         self.restarts = 0
 
     def start(self, timeout: float = 30.0) -> None:
@@ -384,7 +460,18 @@ class ProcessHost:
             self._requests.put((fn, args))  # the queue's feeder thread pickles: the caller only appends
 
     def submit(self, req: Request) -> None:
-        self._put("submit", req)
+        """Called on the tick thread: frames into shared memory, the rest (small) into the queue."""
+        payload = dict(req.payload or {})
+        frames = [payload.pop(k) for k in self._keys]
+        shapes = tuple(f.shape for f in frames)
+        if self._slots is None or self._slots.shapes != shapes:  # first request, or the cameras changed
+            if self._slots is not None:
+                self._slots.close(unlink=True)
+            self._slots = FrameSlots(shapes)
+        slot = req.request_id % 2
+        seq = self._slots.write(slot, frames)
+        payload = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in payload.items()}
+        self._put("submit", replace(req, payload=payload), self._slots.shm.name, shapes, slot, seq)
 
     def cancel(self, gen: int, reset: bool = False) -> None:
         self._put("cancel", gen, reset)
@@ -407,4 +494,7 @@ class ProcessHost:
         for q in (self._requests, self._events):
             q.close()
             q.cancel_join_thread()
+        if self._slots is not None:
+            self._slots.close(unlink=True)
+            self._slots = None
         self._proc = None

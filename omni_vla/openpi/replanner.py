@@ -290,7 +290,7 @@ class Replanner:
             if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
                 raise ValueError(f"observation {name!r} must be a uint8 [H, W, 3] image, got "
                                  f"{getattr(img, 'dtype', type(img).__name__)} {np.shape(img)}")
-            payload[key] = img.copy()
+            payload[key] = img  # the host copies it before observe() returns (shared memory or a copy)
         qpos = np.asarray(obs.get("qpos"), dtype=np.float32)
         if qpos.shape != (d,):
             raise ValueError(f"observation 'qpos' must have shape ({d},), got {qpos.shape}")
