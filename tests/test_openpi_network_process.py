@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.openpi.network import FrameSlots
+from omni_vla.openpi.hosts import FrameSlots
 from omni_vla.openpi.replanner import Replanner
 from omni_vla.openpi.server import PolicyServer
 from test_openpi_reliability import Tick, config, make_obs, ramp_server, wait_for  # noqa: F401

@@ -33,7 +33,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from omni_vla.openpi.config import ReplanConfig
-from omni_vla.openpi.network import LOST, ProcessHost, Request, ThreadHost
+from omni_vla.openpi.hosts import ProcessHost, ThreadHost
+from omni_vla.openpi.network import LOST, Request
 from omni_vla.openpi.plan import ValidatedPlan
 
 log = logging.getLogger("omni_vla.openpi.replanner")
