@@ -28,6 +28,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 WARMUP_TICKS = 200
 
 
@@ -151,6 +153,8 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
         sched.run(max_ticks=args.ticks)
         wall = time.perf_counter() - t0
         out: dict[str, Any] = {"rate_hz": rate_hz, **sched.stats.summary()}
+        n = min(sched.stats.ticks, sched.stats._late.shape[0])
+        out["_lateness_ms"] = 1e3 * sched.stats._late[:n].copy()  # merged over rounds by _run, then dropped
         counts = {k: rig.controller.counts[k] - c0[k] for k in c0}
         out.update(
             commands=rig.commands, inference_requests=counts["requests"], chunks=counts["chunks"],
@@ -167,6 +171,24 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
         return out
     finally:
         rig.close()
+
+
+def merge_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One entry from several rounds: percentiles over all their ticks, counts summed, worst max."""
+    late = np.concatenate([r.pop("_lateness_ms") for r in runs])
+    out = dict(runs[-1])
+    out.update(ticks=sum(r["ticks"] for r in runs), missed_ticks=sum(r["missed_ticks"] for r in runs),
+               overruns=sum(r["overruns"] for r in runs), max_lateness_ms=max(r["max_lateness_ms"] for r in runs),
+               p50_lateness_ms=float(np.percentile(late, 50)), p99_lateness_ms=float(np.percentile(late, 99)),
+               heap_growth_bytes=max(r["heap_growth_bytes"] for r in runs), rounds=len(runs))
+    for key in ("commands", "inference_requests", "chunks", "holds", "starved_ticks", "worker_restarts"):
+        out[key] = sum(r[key] for r in runs)
+    if "cloud" in out:
+        out["cloud"] = {k: (sum(r["cloud"][k] for r in runs) if isinstance(v, int) and not isinstance(v, bool) else v)
+                        for k, v in out["cloud"].items()}
+    if len(runs) > 1:
+        out["p99_lateness_ms_per_round"] = [round(r["p99_lateness_ms"], 4) for r in runs]
+    return out
 
 
 def heap_growth(sched: Any, ticks: int) -> int:
@@ -233,7 +255,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, default=Path("bundles/reference"), help="exported bundle directory")
     p.add_argument("--backends", default="mnn,executorch", help="comma list")
     p.add_argument("--rates", default="50,100", help="comma list of loop rates (Hz)")
-    p.add_argument("--ticks", type=int, default=10_000, help="measured ticks per backend and rate")
+    p.add_argument("--ticks", type=int, default=10_000, help="measured ticks per backend, rate and round")
+    p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every variant (percentiles over all)")
     p.add_argument("--heap-ticks", type=int, default=1_000, help="ticks under tracemalloc for heap growth")
     p.add_argument("--threads", type=int, default=1, help="runtime threads (the loop keeps the other core)")
     p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
@@ -282,7 +305,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     results: dict[str, Any] = {
         "settings": {
-            "ticks": args.ticks, "heap_ticks": args.heap_ticks, "warmup_ticks": WARMUP_TICKS, "threads": args.threads,
+            "ticks": args.ticks, "rounds": args.rounds, "heap_ticks": args.heap_ticks, "warmup_ticks": WARMUP_TICKS, "threads": args.threads,
             "rt_priority": args.rt_priority, "strategy": args.strategy, "execution_horizon": args.execution_horizon,
             "camera": "128x128 rgb8/bgr8 at 30 Hz", "bundle": str(args.bundle), "cpus": os.cpu_count(),
         },
@@ -298,12 +321,17 @@ def _run(args: argparse.Namespace) -> dict[str, Any] | None:
         for backend in [b for b in args.backends.split(",") if b]:
             cold = None if args.no_cold_start else cold_start(args, backend)
             for rate in [float(r) for r in args.rates.split(",") if r]:
-                entry = bench_rate(args, backend, rate)
+                variants = [None] + (networks if url else [])
+                runs: dict[Any, list[dict[str, Any]]] = {v: [] for v in variants}
+                for _ in range(args.rounds):  # interleaved rounds: load that drifts hits every variant alike
+                    for v in variants:
+                        runs[v].append(bench_rate(args, backend, rate, url if v else None, v or "process"))
+                entry = merge_rounds(runs[None])
                 entry["cold_start_s"] = cold
                 results[f"{backend}@{rate:g}"] = entry
                 _say(args, f"{backend}@{rate:g}", entry)
-                for network in networks if url else []:  # interleaved with the no-cloud run: a fair ratio
-                    cloud = bench_rate(args, backend, rate, url, network)
+                for network in variants[1:]:
+                    cloud = merge_rounds(runs[network])
                     cloud["p99_lateness_ratio_vs_no_cloud"] = round(
                         cloud["p99_lateness_ms"] / max(entry["p99_lateness_ms"], 1e-6), 3)
                     name = f"{backend}@{rate:g}+cloud" + ("" if network == "process" else f"-{network}")

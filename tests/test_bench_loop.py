@@ -16,7 +16,7 @@ from test_inference import tiny_bundle
 def test_cloud_runs_are_interleaved_with_local_ones_and_really_splice_plans(tmp_path_factory) -> None:
     bundle = tiny_bundle(tmp_path_factory)
     cmd = [sys.executable, "-m", "omni_vla.bench_loop", "--bundle", str(bundle), "--backends", "mnn",
-           "--rates", "50", "--ticks", "300", "--heap-ticks", "50", "--no-cold-start", "--rt-priority", "0",
+           "--rates", "50", "--ticks", "150", "--rounds", "2", "--heap-ticks", "50", "--no-cold-start", "--rt-priority", "0",
            "--cloud", "--cloud-latency-ms", "100", "--replan-cadence", "0.5",
            "--cloud-network", "process,thread", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
@@ -27,6 +27,9 @@ def test_cloud_runs_are_interleaved_with_local_ones_and_really_splice_plans(tmp_
     for name, network in (("mnn@50+cloud", "process"), ("mnn@50+cloud-thread", "thread")):
         cloud = out[name]
         assert local["ticks"] == cloud["ticks"] == 300 and cloud["cloud"]["network"] == network
+        assert cloud["rounds"] == 2 and len(cloud["p99_lateness_ms_per_round"]) == 2
+        lo, hi = min(cloud["p99_lateness_ms_per_round"]), max(cloud["p99_lateness_ms_per_round"])
+        assert 0.9 * lo - 1e-3 <= cloud["p99_lateness_ms"] <= 1.1 * hi + 1e-3  # pooled over both rounds
         assert cloud["cloud"]["connected"] and cloud["cloud"]["plans_spliced"] >= 2, cloud["cloud"]
         assert cloud["cloud"]["rejected"] == 0
         assert cloud["p99_lateness_ratio_vs_no_cloud"] == pytest.approx(
