@@ -14,8 +14,6 @@ DEMO_SEED_BASE = 0  # evaluation seeds start at tasks.EVAL_SEED_BASE, never over
 
 def _collect_one(args: tuple[str, int, str, int]) -> tuple[str, int, bool, int]:
     task, seed, out_dir, image_size = args
-    from omni_vla_sim import robot
-    from omni_vla_sim.dataset import Episode, write_episode
     from omni_vla_sim.env import EnvConfig
     from omni_vla_sim.experts import run_episode
 
@@ -24,20 +22,28 @@ def _collect_one(args: tuple[str, int, str, int]) -> tuple[str, int, bool, int]:
         from omni_vla_sim.env import PandaTaskEnv
         env = _env_cache[task] = PandaTaskEnv(task, EnvConfig())
     ok, steps, records = run_episode(env, seed, record=True)
+    write_records(Path(out_dir) / task / f"{task}_{seed:07d}.hdf5", env, seed, ok, records, image_size)
+    return task, seed, ok, steps
+
+
+def write_records(path: Path, env, seed: int, ok: bool, records: list, image_size: int) -> Path:  # noqa: ANN001
+    """(observation, expert action) pairs -> one dataset episode at the policy's image size."""
+    from omni_vla_sim import robot
+    from omni_vla_sim.dataset import Episode, write_episode
+
     size = (image_size, image_size)
 
     def small(key: str) -> np.ndarray:
         return np.stack([cv2.resize(o[key], size, interpolation=cv2.INTER_AREA) for o, _ in records])
 
     ep = Episode(
-        task=task, instruction=env.instruction.text, instruction_held_out=env.instruction.held_out,
+        task=env.task.name, instruction=env.instruction.text, instruction_held_out=env.instruction.held_out,
         seed=seed, success=ok, front=small("front"), wrist=small("wrist"),
         qpos=np.stack([o["qpos"] for o, _ in records]).astype(np.float32),
         qvel=np.stack([o["qvel"] for o, _ in records]).astype(np.float32),
         actions=np.stack([a for _, a in records]).astype(np.float32),
     )
-    write_episode(Path(out_dir) / task / f"{task}_{seed:07d}.hdf5", ep, list(robot.JOINT_NAMES))
-    return task, seed, ok, steps
+    return write_episode(path, ep, list(robot.JOINT_NAMES))
 
 
 _env_cache: dict = {}

@@ -12,7 +12,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
 RECOVERY_SEED_BASE = 500_000  # after the demonstrations' seeds, below tasks.EVAL_SEED_BASE
@@ -24,8 +23,7 @@ def recover_one(args: tuple[str, int, str, int, str, str]) -> tuple[str, int, bo
     """(task, seed, out_dir, image_size, backend, bundle) -> (task, seed, written, handover tick)."""
     task, seed, out_dir, image_size, backend, bundle = args
     from omni_vla.openpi.oracle import resume_plan
-    from omni_vla_sim import robot
-    from omni_vla_sim.dataset import Episode, write_episode
+    from omni_vla_sim.collect import write_records
     from omni_vla_sim.eval import EvalSettings, _env, _policy
     from omni_vla_sim.experts import ScriptedExpert
 
@@ -57,17 +55,5 @@ def recover_one(args: tuple[str, int, str, int, str, str]) -> tuple[str, int, bo
             break
     if not ok:
         return task, seed, False, handover
-    size = (image_size, image_size)
-
-    def small(key: str) -> np.ndarray:
-        return np.stack([cv2.resize(o[key], size, interpolation=cv2.INTER_AREA) for o, _ in records])
-
-    ep = Episode(
-        task=task, instruction=env.instruction.text, instruction_held_out=env.instruction.held_out,
-        seed=seed, success=True, front=small("front"), wrist=small("wrist"),
-        qpos=np.stack([o["qpos"] for o, _ in records]).astype(np.float32),
-        qvel=np.stack([o["qvel"] for o, _ in records]).astype(np.float32),
-        actions=np.stack([a for _, a in records]).astype(np.float32),
-    )
-    write_episode(Path(out_dir) / task / f"{task}_recovery_{seed:07d}.hdf5", ep, list(robot.JOINT_NAMES))
+    write_records(Path(out_dir) / task / f"{task}_recovery_{seed:07d}.hdf5", env, seed, True, records, image_size)
     return task, seed, True, handover
