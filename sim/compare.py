@@ -16,7 +16,7 @@ from omni_vla_sim.report import write_atomic
 Kind = Literal["backends", "chunking"]
 BACKENDS = ("torch", "executorch", "mnn")
 STRATEGIES = ("naive", "average", "rtc")
-DELAYS = (0, 2, 4)
+DELAYS = (0, 1, 2, 4)  # 1: vla_node's own delay (MNN p95 under one 50 ms tick at 20 Hz)
 
 
 def variants(kind: Kind, base: Any) -> dict[str, Any]:
