@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recovery", type=Path, metavar="BUNDLE",
                    help="recovery demonstrations: this bundle's policy drives, the expert takes over (sim/recovery.py)")
     p.add_argument("--backend", choices=("mnn", "executorch", "torch"), default="mnn", help="with --recovery")
+    p.add_argument("--first-seed", type=int, default=None,
+                   help="with --recovery: seeds start here (default recovery.RECOVERY_SEED_BASE); a new round, new seeds")
     args = p.parse_args(argv)
     for t in args.tasks:
         get_task(t)
@@ -85,12 +87,17 @@ def _collect_recovery(args) -> int:
     from tqdm import tqdm
 
     from omni_vla_sim.recovery import RECOVERY_SEED_BASE, recover_one
+    from omni_vla_sim.tasks import EVAL_SEED_BASE
 
     if not (args.recovery / "manifest.json").is_file():
         raise SystemExit(f"--recovery {args.recovery}: no bundle there (manifest.json missing)")
-    jobs = [(t, RECOVERY_SEED_BASE + s, str(args.out), args.image_size, args.backend, str(args.recovery))
+    first = RECOVERY_SEED_BASE if args.first_seed is None else args.first_seed
+    if not RECOVERY_SEED_BASE <= first < EVAL_SEED_BASE - args.episodes:
+        raise SystemExit(f"--first-seed {first}: recovery seeds must lie in [{RECOVERY_SEED_BASE}, {EVAL_SEED_BASE}) "
+                         "(below: demonstrations; above: evaluation)")
+    jobs = [(t, first + s, str(args.out), args.image_size, args.backend, str(args.recovery))
             for s in range(args.episodes) for t in args.tasks
-            if not (args.out / t / f"{t}_recovery_{RECOVERY_SEED_BASE + s:07d}.hdf5").exists()]
+            if not (args.out / t / f"{t}_recovery_{first + s:07d}.hdf5").exists()]
     written = 0
     with mp.get_context("spawn").Pool(args.workers) as pool:
         for _, _, ok, _ in tqdm(pool.imap_unordered(recover_one, jobs), total=len(jobs), desc="recover"):
