@@ -35,3 +35,13 @@ def test_recovery_refuses_a_missing_bundle(tmp_path):
     with pytest.raises(SystemExit, match="no bundle"):
         main(["--recovery", str(tmp_path / "nope"), "--episodes", "1", "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_recovery_seeds_outside_their_range_are_refused(tmp_path):
+    from omni_vla_sim.collect import main
+
+    for first in (5, 999_999):  # demonstration seeds; evaluation seeds
+        with pytest.raises(SystemExit, match="recovery seeds must lie"):
+            main(["--recovery", str(REPO / "bundles" / "reference"), "--first-seed", str(first), "--episodes", "2",
+                  "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
