@@ -332,8 +332,8 @@ def _run(args: argparse.Namespace) -> dict[str, Any] | None:
                 _say(args, f"{backend}@{rate:g}", entry)
                 for network in variants[1:]:
                     cloud = merge_rounds(runs[network])
-                    cloud["p99_lateness_ratio_vs_no_cloud"] = round(
-                        cloud["p99_lateness_ms"] / max(entry["p99_lateness_ms"], 1e-6), 3)
+                    ratio = cloud["p99_lateness_ms"] / max(entry["p99_lateness_ms"], 1e-6)
+                    cloud["p99_lateness_ratio_vs_no_cloud"] = float(f"{ratio:.4g}")  # 4 significant digits
                     name = f"{backend}@{rate:g}+cloud" + ("" if network == "process" else f"-{network}")
                     results[name] = cloud
                     _say(args, name, cloud)
