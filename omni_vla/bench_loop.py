@@ -153,8 +153,7 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
         sched.run(max_ticks=args.ticks)
         wall = time.perf_counter() - t0
         out: dict[str, Any] = {"rate_hz": rate_hz, **sched.stats.summary()}
-        n = min(sched.stats.ticks, sched.stats._late.shape[0])
-        out["_lateness_ms"] = 1e3 * sched.stats._late[:n].copy()  # merged over rounds by _run, then dropped
+        out["_lateness_ms"] = 1e3 * sched.stats.lateness_s()  # merged over rounds by _run, then dropped
         counts = {k: rig.controller.counts[k] - c0[k] for k in c0}
         out.update(
             commands=rig.commands, inference_requests=counts["requests"], chunks=counts["chunks"],

@@ -83,6 +83,14 @@ class TickStats:
         s.sort()
         return float(s[min(n - 1, int(q / 100.0 * n))])
 
+    def lateness_s(self) -> np.ndarray:
+        """A copy of the recorded lateness samples (s), oldest first once the window wrapped (allocates)."""
+        n = min(self.ticks, self._late.shape[0])
+        if self.ticks <= self._late.shape[0]:
+            return self._late[:n].copy()
+        i = self.ticks % self._late.shape[0]
+        return np.concatenate([self._late[i:], self._late[:i]])
+
     def reset(self) -> None:
         self.ticks = self.missed = self.overruns = 0
         self.max_lateness = 0.0

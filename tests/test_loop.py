@@ -146,3 +146,13 @@ def test_realtime_priority_applies_to_the_loop_thread_only_and_is_reported() -> 
     else:
         assert "unavailable" in sched.rt_status and os.SCHED_FIFO not in policies
     assert os.sched_getscheduler(0) == os.SCHED_OTHER, "the calling process keeps normal scheduling"
+
+
+def test_lateness_samples_come_back_oldest_first_after_the_window_wraps() -> None:
+    stats = TickStats(window=4)
+    for v in (1.0, 2.0, 3.0):
+        stats.record(v)
+    np.testing.assert_array_equal(stats.lateness_s(), [1.0, 2.0, 3.0])
+    for v in (4.0, 5.0, 6.0):
+        stats.record(v)
+    np.testing.assert_array_equal(stats.lateness_s(), [3.0, 4.0, 5.0, 6.0])

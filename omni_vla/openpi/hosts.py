@@ -27,6 +27,11 @@ RESTART_BACKOFF_S = (0.5, 10.0)  # network process restarts: first delay, cap
 READY = ("ready", (), {})
 
 
+def _owned(payload: dict) -> dict:
+    """The request's own copies of the caller's arrays (they may be reused right after observe())."""
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in payload.items()}
+
+
 class ThreadHost:
     """PlanNetwork on an asyncio loop in a daemon thread of this process."""
 
@@ -63,8 +68,7 @@ class ThreadHost:
 
     def submit(self, req: Request) -> None:
         """Called on the tick thread: the payload's arrays may be the caller's buffers, so copy."""
-        payload = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in (req.payload or {}).items()}
-        self._call("submit", replace(req, payload=payload))
+        self._call("submit", replace(req, payload=_owned(req.payload or {})))
 
     def cancel(self, gen: int, reset: bool = False) -> None:
         self._call("cancel", gen, reset)
@@ -265,8 +269,7 @@ class ProcessHost:
             self._slots = FrameSlots(shapes)
         slot = req.request_id % 2
         seq = self._slots.write(slot, frames)
-        payload = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in payload.items()}
-        self._put("submit", replace(req, payload=payload), self._slots.shm.name, shapes, slot, seq)
+        self._put("submit", replace(req, payload=_owned(payload)), self._slots.shm.name, shapes, slot, seq)
 
     def cancel(self, gen: int, reset: bool = False) -> None:
         self._put("cancel", gen, reset)

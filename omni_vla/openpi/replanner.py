@@ -295,7 +295,7 @@ class Replanner:
         qpos = np.asarray(obs.get("qpos"), dtype=np.float32)
         if qpos.shape != (d,):
             raise ValueError(f"observation 'qpos' must have shape ({d},), got {qpos.shape}")
-        payload[keys.state] = qpos.copy()
+        payload[keys.state] = qpos  # copied by the host, like the frames
         payload[keys.prompt] = str(obs.get("instruction") or "")
         if self._extras is not None:
             payload.update(self._extras())
