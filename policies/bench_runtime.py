@@ -1,6 +1,10 @@
 """Runtime benchmark: one full inference (prefix + N-step flow head) on PyTorch eager, onnxruntime,
 ExecuTorch and MNN, same bundle and inputs, interleaved in one process, per thread count.
 
+`torch` is the training model as users run it (the baseline of speedup_vs_torch); `torch-folded` is
+eager PyTorch on the folded flow head the artifacts were exported from, so speedup_vs_torch_folded
+says what the runtimes add beyond the graph rewrite.
+
     python -m omni_vla_policies.bench_runtime --bundle bundles/reference --threads 1,2 --reps 200 --json
 
 Timing: after a warm-up, each repetition runs every backend once in a rotating order (so drift and
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-BACKENDS = ("torch", "onnxruntime", "executorch", "mnn")
+BACKENDS = ("torch", "torch-folded", "onnxruntime", "executorch", "mnn")
 
 
 class OnnxRuntimeRunner:
@@ -61,10 +65,10 @@ class OnnxRuntimeRunner:
 
 
 def make_runtime(backend: str, bundle_dir: Path, threads: int):  # noqa: ANN201
-    if backend == "torch":
+    if backend in ("torch", "torch-folded"):
         from omni_vla_policies.torch_runtime import TorchRuntime
 
-        return TorchRuntime(bundle_dir, threads)
+        return TorchRuntime(bundle_dir, threads, folded=backend == "torch-folded")
     if backend == "onnxruntime":
         return OnnxRuntimeRunner(bundle_dir, threads)
     if backend == "executorch":
@@ -199,10 +203,11 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
                   "mean_ms": round(float(a.mean()), 4)}
         if cold:
             res[b].update(cold_start_subprocess(b, bundle_dir, threads))
-    if "torch" in res:
-        for b in ("executorch", "mnn", "onnxruntime"):
-            if b in res:
-                res[b]["speedup_vs_torch"] = round(res["torch"]["median_ms"] / res[b]["median_ms"], 2)
+    for base in ("torch", "torch-folded"):
+        if base in res:
+            for b in ("executorch", "mnn", "onnxruntime") + (("torch-folded",) if base == "torch" else ()):
+                if b in res:
+                    res[b][f"speedup_vs_{base.replace('-', '_')}"] = round(res[base]["median_ms"] / res[b]["median_ms"], 2)
     if stages:
         flops = stage_flops(bundle_dir)
         res["flops"] = {**flops, "total": sum(flops.values())}

@@ -1,4 +1,8 @@
-"""Eager PyTorch PolicyRuntime over a bundle's policy.pt: the reference for parity and the bench baseline."""
+"""Eager PyTorch PolicyRuntime over a bundle's policy.pt: the reference for parity and the bench baseline.
+
+`folded=True` runs the flow head in the folded form the bundle's artifacts were exported from
+(export_flow.py), so the bench can also state the runtimes' gain over eager on the same graph.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,12 +12,13 @@ import torch
 
 from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, read_manifest, verify_artifact
 from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint
+from omni_vla_policies.export_flow import folded as fold
 
 
 class TorchRuntime(BundleRuntimeBase):
     backend = "torch"
 
-    def __init__(self, bundle_dir: str | Path, num_threads: int = 1) -> None:
+    def __init__(self, bundle_dir: str | Path, num_threads: int = 1, folded: bool = False) -> None:
         bundle_dir = Path(bundle_dir)
         manifest = read_manifest(bundle_dir)
         if manifest.torch_checkpoint is None:
@@ -21,6 +26,9 @@ class TorchRuntime(BundleRuntimeBase):
         self._init_common(bundle_dir, manifest, num_threads)
         torch.set_num_threads(num_threads)
         self.model = policy_from_checkpoint(load_checkpoint(verify_artifact(bundle_dir, manifest.torch_checkpoint)))
+        self.flow = fold(self.model.flow_head) if folded else self.model.flow_head
+        if folded:
+            self.backend = "torch-folded"
         self._mask_t = torch.from_numpy(self._mask)
         self._last: tuple[torch.Tensor, ...] | None = None
 
@@ -37,7 +45,7 @@ class TorchRuntime(BundleRuntimeBase):
         t = torch.from_numpy
         self._set_mask(prefix_len)
         self._last = (t(front), t(wrist), t(state), t(instruction))
-        a = self.model(*self._last, t(noise), t(prefix), self._mask_t)
+        a = self.flow(self.model.prefix_encoder(*self._last), self._last[2], t(noise), t(prefix), self._mask_t)
         np.copyto(out, a.numpy()[0])
 
     @torch.inference_mode()
@@ -53,7 +61,7 @@ class TorchRuntime(BundleRuntimeBase):
         t = torch.from_numpy
         ctx = self.context(front, wrist, state, instruction)
         self._set_mask(prefix_len)
-        act = self.model.flow_head(t(context), t(state), t(noise), t(prefix), self._mask_t).numpy()[0].copy()
+        act = self.flow(t(context), t(state), t(noise), t(prefix), self._mask_t).numpy()[0].copy()
         return ctx, act
 
     def close(self) -> None:

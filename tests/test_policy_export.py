@@ -30,6 +30,7 @@ def test_export_writes_every_artifact_and_a_valid_manifest(tiny_bundle: Path) ->
             assert sha256_file(tiny_bundle / art.file) == art.sha256
     for lib in ("torch", "executorch", "mnn"):
         assert m.versions[lib]
+    assert (m.stages["prefix"].graph, m.stages["flow"].graph) == ("reference", "flow_head.folded/1")
     raw = json.loads((tiny_bundle / "manifest.json").read_text())
     assert raw["format"] == "omni_vla.bundle/1"
 
@@ -86,8 +87,12 @@ def test_bench_runtime_cli_prints_one_contract_object_per_thread_count(tiny_bund
     res = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
     assert [r["threads"] for r in res] == [1, 2]
     for r in res:
-        for backend in ("torch", "onnxruntime", "executorch", "mnn"):
+        for backend in ("torch", "torch-folded", "onnxruntime", "executorch", "mnn"):
             assert r[backend]["median_ms"] > 0 and r[backend]["p99_ms"] >= r[backend]["median_ms"]
+        for backend in ("executorch", "mnn", "onnxruntime"):
+            assert r[backend]["speedup_vs_torch"] == pytest.approx(r["torch"]["median_ms"] / r[backend]["median_ms"], abs=0.01)
+            assert r[backend]["speedup_vs_torch_folded"] == pytest.approx(
+                r["torch-folded"]["median_ms"] / r[backend]["median_ms"], abs=0.01)
 
 
 def test_bench_runtime_stages_split_the_time_and_count_flops(tiny_bundle: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -50,6 +50,7 @@ class StageSpec(_Strict):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     artifacts: dict[Backend, ArtifactSpec]
+    graph: str = "reference"  # how the exported graph was built from the checkpoint's modules (e.g. a folded form)
 
 
 class NormalizationSpec(_Strict):

@@ -1,0 +1,90 @@
+"""The folded export form of the flow head computes what the training model computes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from omni_vla_policies.export import FlowStage, export_onnx, stage_specs
+from omni_vla_policies.export_flow import GRAPH, folded
+from omni_vla_policies.model import ModelConfig, VLAPolicy
+from omni_vla_policies.testing import tiny_model_config
+
+
+def _trained_looking_policy(cfg: ModelConfig, seed: int = 0) -> VLAPolicy:
+    """Random weights with non-unit norm gains and non-trivial statistics (a fold that dropped one would show)."""
+    torch.manual_seed(seed)
+    model = VLAPolicy(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("n1.weight", "n2.weight", "n3.weight", "out_norm.weight")):
+                p.copy_(0.5 + torch.rand_like(p))
+        d = cfg.action_dim
+        model.norm.set({"state_mean": torch.randn(d).tolist(), "state_std": (0.2 + torch.rand(d)).tolist(),
+                        "action_mean": (0.1 * torch.randn(d)).tolist(), "action_std": (0.05 + 0.1 * torch.rand(d)).tolist()})
+    return model
+
+
+def _flow_inputs(cfg: ModelConfig, d: int, seed: int = 1) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    h, a = cfg.horizon, cfg.action_dim
+    mask = (torch.arange(h) < d).float().view(1, h, 1)
+    return (torch.randn(1, cfg.context_len, cfg.width, generator=g), torch.randn(1, a, generator=g),
+            torch.randn(1, h, a, generator=g), torch.randn(1, h, a, generator=g), mask)
+
+
+@pytest.mark.parametrize("action_mode", ["delta", "absolute"])
+def test_folded_head_matches_the_training_head_for_every_prefix_length(action_mode: str) -> None:
+    cfg = tiny_model_config(action_mode=action_mode, num_steps=5, head_layers=2)
+    model = _trained_looking_policy(cfg)
+    head = folded(model.flow_head)
+    for d in range(cfg.max_prefix + 1):
+        x = _flow_inputs(cfg, d)
+        with torch.inference_mode():
+            ref, out = model.flow_head(*x), head(*x)
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=0, atol=2e-5 * float(ref.abs().max()))
+        assert torch.equal(out[0, :d], x[3][0, :d]), "pinned rows must come back exactly as committed"
+
+
+def test_folded_head_differs_when_a_weight_changes() -> None:
+    """The fold reads the weights at build time; a head built from other weights gives other actions."""
+    cfg = tiny_model_config(num_steps=3)
+    model = _trained_looking_policy(cfg)
+    before = folded(model.flow_head)
+    with torch.no_grad():
+        model.flow_head.blocks[0].n3.weight.mul_(2.0)
+    x = _flow_inputs(cfg, 2)
+    with torch.inference_mode():
+        assert not torch.allclose(before(*x), model.flow_head(*x), atol=1e-4)
+        np.testing.assert_allclose(folded(model.flow_head)(*x).numpy(), model.flow_head(*x).numpy(), atol=1e-5)
+
+
+def test_exported_flow_stage_is_the_folded_graph_with_fewer_nodes(tmp_path: Path) -> None:
+    cfg = tiny_model_config(num_steps=3)
+    model = _trained_looking_policy(cfg)
+    ins, outs = stage_specs(cfg)["flow"]
+    args = _flow_inputs(cfg, 2)
+    names, out_names = [t.name for t in ins], [t.name for t in outs]
+
+    class Reference(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = model.flow_head
+
+        def forward(self, *a: torch.Tensor) -> torch.Tensor:
+            return self.head(*a)
+
+    with torch.no_grad():
+        export_onnx(Reference().eval(), args, names, out_names, tmp_path / "reference.onnx")
+        export_onnx(FlowStage(model).eval(), args, names, out_names, tmp_path / "folded.onnx")
+
+    def compute_nodes(p: Path) -> int:
+        return sum(n.op_type not in ("Constant", "Identity") for n in onnx.load(str(p)).graph.node)
+
+    n_ref, n_fold = compute_nodes(tmp_path / "reference.onnx"), compute_nodes(tmp_path / "folded.onnx")
+    assert n_fold < 0.8 * n_ref, (n_fold, n_ref)
+    assert GRAPH.startswith("flow_head.folded/")
