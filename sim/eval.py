@@ -396,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bundle", type=Path, default=REPO / "bundles" / "reference")
     p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
     p.add_argument("--episodes", type=int, default=50, help="per task")
+    p.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE,
+                   help=f"first seed of every task (>= {EVAL_SEED_BASE}); tune settings on other seeds than you report")
     p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
     p.add_argument("--delay", type=int, default=0, help="simulated inference delay in ticks")
     p.add_argument("--execution-horizon", type=int, default=8)
@@ -430,7 +432,7 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
     try:
         settings = EvalSettings(
             backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
-            tasks=tuple(args.tasks), episodes=args.episodes, strategy=args.strategy, delay_ticks=args.delay,
+            tasks=tuple(args.tasks), episodes=args.episodes, seed_base=args.seed_base, strategy=args.strategy, delay_ticks=args.delay,
             execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         preflight(settings)
