@@ -115,7 +115,7 @@ class VlaNode(Node):
             inference = ProcessInference(
                 cfg.backend, str(cfg.bundle_dir), cfg.threads, factory=self._runtime_factory, timeout_s=cfg.inference_timeout_s,
                 startup_timeout_s=cfg.startup_timeout_s, backoff_s=cfg.restart_backoff_s,
-                backoff_max_s=cfg.restart_backoff_max_s,
+                backoff_max_s=cfg.restart_backoff_max_s, noise_scale=cfg.noise_scale,
             ).start()
         except Exception as exc:
             log.error(f"configure failed: cannot start the {cfg.backend} runtime for {cfg.bundle_dir}: {exc}")

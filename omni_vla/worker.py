@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from omni_vla.inference import ChunkResult, RuntimeFactory, instruction_error, open_runtime
+from omni_vla.inference import ChunkResult, RuntimeFactory, draw_noise, instruction_error, open_runtime
 
 REQ_SEQ, REQ_TICK, PREFIX_LEN, RESP_SEQ, DONE_NS, INFER_NS = range(6)
 HEADER_LEN = 8
@@ -63,7 +63,7 @@ class SharedLayout:
 
 def _child_main(
     factory: RuntimeFactory, backend: str, bundle_dir: str, threads: int,
-    req: Connection, resp: Connection, seed: int,
+    req: Connection, resp: Connection, seed: int, noise_scale: float = 1.0,
 ) -> None:
     """Worker process: load the runtime, attach the shared block, serve requests until told to quit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the worker stops
@@ -97,7 +97,7 @@ def _child_main(
                 hdr[RESP_SEQ] = hdr[REQ_SEQ]
                 resp.send_bytes(bad_instruction)
             elif kind == b"r":
-                rng.standard_normal(dtype=np.float32, out=noise)
+                draw_noise(rng, noise, noise_scale)
                 t = time.perf_counter_ns()
                 runtime.infer(
                     v["front"], v["wrist"], v["state"], v["instruction"], v["prefix"], int(hdr[PREFIX_LEN]),
@@ -129,8 +129,10 @@ class ProcessInference:
     def __init__(
         self, backend: str, bundle_dir: str, threads: int = 1, factory: RuntimeFactory = open_runtime,
         timeout_s: float = 1.0, startup_timeout_s: float = 60.0, backoff_s: float = 0.5,
-        backoff_max_s: float = 10.0, seed: int = 0,
+        backoff_max_s: float = 10.0, seed: int = 0, noise_scale: float = 1.0,
     ) -> None:
+        if not 0.0 <= noise_scale <= 1.0:
+            raise ValueError(f"noise_scale must be in [0, 1], got {noise_scale}")
         self._args = (factory, backend, str(bundle_dir), threads)
         self.backend = backend
         self.timeout_s = timeout_s
@@ -138,6 +140,7 @@ class ProcessInference:
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         self._seed = seed
+        self.noise_scale = noise_scale
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._req: Connection | None = None
@@ -276,7 +279,7 @@ class ProcessInference:
         req_r, req_w = self._ctx.Pipe(duplex=False)
         resp_r, resp_w = self._ctx.Pipe(duplex=False)
         self._proc = self._ctx.Process(
-            target=_child_main, args=(*self._args, req_r, resp_w, self._seed),
+            target=_child_main, args=(*self._args, req_r, resp_w, self._seed, self.noise_scale),
             name=f"omni_vla-inference-{self.backend}", daemon=True,
         )
         self._proc.start()

@@ -43,6 +43,7 @@ class EvalSettings(BaseModel):
     strategy: Literal["rtc", "average", "naive"] = "rtc"
     delay_ticks: int = Field(0, ge=0, le=8)
     execution_horizon: int = Field(8, ge=1)
+    noise_scale: float = Field(1.0, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
     threads: int = Field(1, ge=1)
     image_size: int = Field(128, ge=16)
     supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"
@@ -183,7 +184,8 @@ def _policy(s: EvalSettings, env: Any, seed: int) -> tuple[Any, Any]:
         from omni_vla_sim.remote import make_replanner
 
         replanner = make_replanner(s, env, lambda: clock["now"])
-    ctrl = Controller(cfg, SyncInference(rt, delay_ticks=s.delay_ticks, period_s=cfg.period_s, seed=seed),
+    ctrl = Controller(cfg, SyncInference(rt, delay_ticks=s.delay_ticks, period_s=cfg.period_s, seed=seed,
+                                          noise_scale=s.noise_scale),
                       replanner=replanner)
     ctrl.boundaries = []
 
@@ -401,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
     p.add_argument("--delay", type=int, default=0, help="simulated inference delay in ticks")
     p.add_argument("--execution-horizon", type=int, default=8)
+    p.add_argument("--noise-scale", type=float, default=1.0, help="flow sampling temperature (0: deterministic)")
     p.add_argument("--held-out", action="store_true", help="use each task's held-out instruction")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"))
@@ -433,7 +436,7 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
         settings = EvalSettings(
             backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
             tasks=tuple(args.tasks), episodes=args.episodes, seed_base=args.seed_base, strategy=args.strategy, delay_ticks=args.delay,
-            execution_horizon=args.execution_horizon, held_out=args.held_out, openpi_url=args.openpi_url,
+            execution_horizon=args.execution_horizon, noise_scale=args.noise_scale, held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         preflight(settings)
         if args.compare:

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.inference import SyncInference, open_runtime
+from omni_vla.inference import SyncInference, draw_noise, open_runtime
 from omni_vla.worker import ProcessInference
 
 H, D, S, E = 16, 8, 64, 16
@@ -110,6 +110,26 @@ def test_sync_client_releases_chunk_exactly_delay_ticks_after_request() -> None:
     assert res.latency_s == pytest.approx(0.15)
     np.testing.assert_allclose(res.actions, expected_chunk(client.state[0], 0.0), rtol=1e-6)
     assert not client.busy and client.poll(14, 0.7) is None
+
+
+def test_noise_is_drawn_in_place_and_scaled_by_the_temperature() -> None:
+    out = np.full((1, H, D), 7.0, np.float32)
+    buf = out.ctypes.data
+    draw_noise(np.random.default_rng(1), out, 1.0)
+    full = out.copy()
+    draw_noise(np.random.default_rng(1), out, 0.5)
+    np.testing.assert_array_equal(out, full * np.float32(0.5))
+    draw_noise(np.random.default_rng(1), out, 0.0)
+    assert not out.any() and out.ctypes.data == buf and out.dtype == np.float32
+    assert full.std() > 0.5
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5])
+def test_noise_scale_outside_zero_one_is_refused_by_name(bad: float) -> None:
+    with pytest.raises(ValueError, match="noise_scale"):
+        SyncInference(ToyRuntime(), noise_scale=bad)
+    with pytest.raises(ValueError, match="noise_scale"):
+        ProcessInference("toy", "toy:", factory=toy_factory, noise_scale=bad)
 
 
 def test_sync_client_encodes_instruction_once_per_call_not_per_request() -> None:
@@ -304,8 +324,10 @@ def test_controller_with_unknown_instruction_holds_with_the_reason() -> None:
 
 # ---------------------------------------------------------------- real bundle (MNN) in the worker
 @pytest.mark.slow
-def test_worker_with_real_mnn_bundle_matches_the_in_process_runtime(mnn_bundle) -> None:
-    client = ProcessInference("mnn", str(mnn_bundle), threads=1, seed=7).start()
+@pytest.mark.parametrize("noise_scale", [1.0, 0.25, 0.0])
+def test_worker_with_real_mnn_bundle_matches_the_in_process_runtime(mnn_bundle, noise_scale: float) -> None:
+    """Same chunk as the runtime in this process given the worker's seeded noise, scaled by the temperature."""
+    client = ProcessInference("mnn", str(mnn_bundle), threads=1, seed=7, noise_scale=noise_scale).start()
     local = open_runtime("mnn", str(mnn_bundle), 1)
     try:
         assert client.joint_names == local.joint_names and client.horizon == local.horizon
@@ -326,6 +348,7 @@ def test_worker_with_real_mnn_bundle_matches_the_in_process_runtime(mnn_bundle) 
         res = _wait_result(client, 30.0)
         assert res is not None and res.request_tick == 5
         noise = np.random.default_rng(7).standard_normal((1, client.horizon, client.action_dim), dtype=np.float32)
+        noise *= np.float32(noise_scale)
         want = np.zeros((client.horizon, client.action_dim), np.float32)
         emb = local.encode_instruction(text)[None]
         local.infer(inputs["front"], inputs["wrist"], inputs["state"], emb, inputs["prefix"], 3, noise, want)
