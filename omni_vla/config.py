@@ -74,7 +74,7 @@ class VlaNodeConfig(ControllerConfig):
     backend: Backend = "mnn"
     threads: int = Field(1, ge=1, le=64, description="runtime threads (leave a core to the loop)")
     noise_scale: float = Field(
-        1.0, ge=0.0, le=1.0, description="flow sampling temperature: initial noise N(0, s^2); 0 = deterministic chunks"
+        0.0, ge=0.0, le=1.0, description="flow sampling temperature: initial noise N(0, s^2); 0 = deterministic chunks"
     )
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     compressed_images: bool = Field(False, description="subscribe <image topic>/compressed (sensor_msgs/CompressedImage)")

@@ -43,7 +43,7 @@ class EvalSettings(BaseModel):
     strategy: Literal["rtc", "average", "naive"] = "rtc"
     delay_ticks: int = Field(0, ge=0, le=8)
     execution_horizon: int = Field(8, ge=1)
-    noise_scale: float = Field(1.0, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
+    noise_scale: float = Field(0.0, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
     threads: int = Field(1, ge=1)
     image_size: int = Field(128, ge=16)
     supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"
@@ -403,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
     p.add_argument("--delay", type=int, default=0, help="simulated inference delay in ticks")
     p.add_argument("--execution-horizon", type=int, default=8)
-    p.add_argument("--noise-scale", type=float, default=1.0, help="flow sampling temperature (0: deterministic)")
+    p.add_argument("--noise-scale", type=float, default=0.0,
+                   help="flow sampling temperature (0: deterministic, the default: chosen on validation seeds)")
     p.add_argument("--held-out", action="store_true", help="use each task's held-out instruction")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"))
