@@ -132,6 +132,11 @@ def instruction_embeddings(texts: list[str], kind: str, dim: int) -> np.ndarray:
 def train(cfg: TrainConfig, log=print) -> dict:
     """Run training; returns a summary (also stored in the checkpoint)."""
     t_start = time.monotonic()
+    # Before the data is read: a missing or unwritable output directory must not surface at the first
+    # periodic save, minutes into the run.
+    cfg.out.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(cfg.out.parent, os.W_OK):
+        raise PermissionError(f"out: cannot write into {cfg.out.parent}")
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
@@ -225,7 +230,6 @@ def train(cfg: TrainConfig, log=print) -> dict:
             log(json.dumps(rec))
         if cfg.save_every and step % cfg.save_every == 0:
             save_checkpoint(checkpoint(False), cfg.out)
-    cfg.out.parent.mkdir(parents=True, exist_ok=True)
     summary = {"steps": step, "final_loss_avg": running, "minutes": round((time.monotonic() - t0) / 60, 2)}
     if val_batches is not None:
         summary["val_loss"] = validate(ema, val_batches, cfg)

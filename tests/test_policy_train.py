@@ -44,6 +44,12 @@ def test_training_loss_falls_and_checkpoint_records_provenance(demos: Path, tmp_
     assert out.stat().st_size < 5e6
 
 
+def test_periodic_saves_create_an_output_directory_that_did_not_exist(demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "runs" / "round3" / "policy.pt"
+    train(tiny_config(demos, out, max_steps=2, save_every=1), log=lambda s: None)
+    assert load_checkpoint(out)["steps"] == 2
+
+
 def test_held_out_phrasings_are_in_the_table_but_never_trained(demos: Path, tmp_path: Path) -> None:
     out = tmp_path / "policy.pt"
     train(tiny_config(demos, out, max_steps=2), log=lambda s: None)
