@@ -63,7 +63,7 @@ class _FoldedBlock(nn.Module):
 
     def rms(self, x: Tensor) -> Tensor:
         """RMSNorm without its gain (folded into the next Linear)."""
-        return x * torch.rsqrt(F.linear(x * x, self.avg, self.eps))
+        return x / torch.sqrt(F.linear(x * x, self.avg, self.eps))  # ONNX has no Rsqrt: x * rsqrt is 3 nodes there
 
     def _heads(self, x: Tensor) -> Tensor:
         """[n, W] -> [heads, n, W/heads]."""
@@ -135,8 +135,8 @@ class FoldedFlowHead(nn.Module):
             h = F.linear(u * torch.sigmoid(u), self.w_t2, self.b_t2) + self.pos
             for blk, (k_t, cv) in zip(self.blocks, kv):
                 h = blk(h, k_t, cv)
-            h = h * torch.rsqrt(F.linear(h * h, self.avg, self.out_eps))  # out_norm; its gain is in w_out
-            x = pinned + keep * (x + F.linear(h, self.w_out, self.b_out))
+            h = h / torch.sqrt(F.linear(h * h, self.avg, self.out_eps))  # out_norm; its gain is in w_out
+            x = x + keep * F.linear(h, self.w_out, self.b_out)  # pinned rows: + 0, they stay as set
         raw = x * self.action_std + offset
         return (mask * prefix.reshape(h_, d) + keep * raw).reshape(1, h_, d)
 
