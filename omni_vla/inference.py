@@ -87,6 +87,12 @@ def copy_runtime_shape(dst: object, rt: PolicyRuntime) -> None:
         setattr(dst, name, getattr(rt, name))
 
 
+def checked_noise_scale(scale: float) -> float:
+    if not 0.0 <= scale <= 1.0:
+        raise ValueError(f"noise_scale must be in [0, 1], got {scale}")
+    return float(scale)
+
+
 def draw_noise(rng: np.random.Generator, out: np.ndarray, scale: float) -> None:
     """The flow's initial noise into `out`, N(0, scale^2), without allocating.
 
@@ -104,10 +110,8 @@ class RuntimeInputs:
     """One request's inputs, preallocated in the shapes of a runtime's graphs (float32, batch 1)."""
 
     def __init__(self, runtime: PolicyRuntime, seed: int = 0, noise_scale: float = 1.0) -> None:
-        if not 0.0 <= noise_scale <= 1.0:
-            raise ValueError(f"noise_scale must be in [0, 1], got {noise_scale}")
         self.runtime = runtime
-        self.noise_scale = noise_scale
+        self.noise_scale = checked_noise_scale(noise_scale)
         copy_runtime_shape(self, runtime)
         s, h, d = self.image_size, self.horizon, self.action_dim
         self.front = np.zeros((1, 3, s, s), np.float32)

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from omni_vla.inference import ChunkResult, RuntimeFactory, draw_noise, instruction_error, open_runtime
+from omni_vla.inference import (
+    ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime,
+)
 
 REQ_SEQ, REQ_TICK, PREFIX_LEN, RESP_SEQ, DONE_NS, INFER_NS = range(6)
 HEADER_LEN = 8
@@ -131,8 +133,6 @@ class ProcessInference:
         timeout_s: float = 1.0, startup_timeout_s: float = 60.0, backoff_s: float = 0.5,
         backoff_max_s: float = 10.0, seed: int = 0, noise_scale: float = 1.0,
     ) -> None:
-        if not 0.0 <= noise_scale <= 1.0:
-            raise ValueError(f"noise_scale must be in [0, 1], got {noise_scale}")
         self._args = (factory, backend, str(bundle_dir), threads)
         self.backend = backend
         self.timeout_s = timeout_s
@@ -140,7 +140,7 @@ class ProcessInference:
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         self._seed = seed
-        self.noise_scale = noise_scale
+        self.noise_scale = checked_noise_scale(noise_scale)
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._req: Connection | None = None
