@@ -85,9 +85,8 @@ class TickStats:
 
     def lateness_s(self) -> np.ndarray:
         """A copy of the recorded lateness samples (s), oldest first once the window wrapped (allocates)."""
-        n = min(self.ticks, self._late.shape[0])
         if self.ticks <= self._late.shape[0]:
-            return self._late[:n].copy()
+            return self._late[:self.ticks].copy()
         i = self.ticks % self._late.shape[0]
         return np.concatenate([self._late[i:], self._late[:i]])
 

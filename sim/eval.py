@@ -436,8 +436,9 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
     try:
         settings = EvalSettings(
             backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
-            tasks=tuple(args.tasks), episodes=args.episodes, seed_base=args.seed_base, strategy=args.strategy, delay_ticks=args.delay,
-            execution_horizon=args.execution_horizon, noise_scale=args.noise_scale, held_out=args.held_out, openpi_url=args.openpi_url,
+            tasks=tuple(args.tasks), episodes=args.episodes, seed_base=args.seed_base, strategy=args.strategy,
+            delay_ticks=args.delay, execution_horizon=args.execution_horizon, noise_scale=args.noise_scale,
+            held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         preflight(settings)
         if args.compare:
