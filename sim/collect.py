@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recovery", type=Path, metavar="BUNDLE",
                    help="recovery demonstrations: this bundle's policy drives, the expert takes over (sim/recovery.py)")
     p.add_argument("--backend", choices=("mnn", "executorch", "torch"), default="mnn", help="with --recovery")
+    p.add_argument("--handover", choices=("random", "failure"), default="random",
+                   help="with --recovery: expert takes over at a seeded random tick, or at the policy's first failure sign")
     p.add_argument("--first-seed", type=int, default=None,
                    help="with --recovery: seeds start here (default recovery.RECOVERY_SEED_BASE); a new round, new seeds")
     args = p.parse_args(argv)
@@ -84,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _collect_recovery(args) -> int:
+    from collections import Counter
+
     from tqdm import tqdm
 
     from omni_vla_sim.recovery import RECOVERY_SEED_BASE, recover_one
@@ -95,13 +99,14 @@ def _collect_recovery(args) -> int:
     if not RECOVERY_SEED_BASE <= first < EVAL_SEED_BASE - args.episodes:
         raise SystemExit(f"--first-seed {first}: recovery seeds must lie in [{RECOVERY_SEED_BASE}, {EVAL_SEED_BASE}) "
                          "(below: demonstrations; above: evaluation)")
-    jobs = [(t, first + s, str(args.out), args.image_size, args.backend, str(args.recovery))
+    jobs = [(t, first + s, str(args.out), args.image_size, args.backend, str(args.recovery), args.handover)
             for s in range(args.episodes) for t in args.tasks
             if not (args.out / t / f"{t}_recovery_{first + s:07d}.hdf5").exists()]
-    written = 0
+    written, reasons = 0, Counter()
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        for _, _, ok, _ in tqdm(pool.imap_unordered(recover_one, jobs), total=len(jobs), desc="recover"):
+        for _, _, ok, _, reason in tqdm(pool.imap_unordered(recover_one, jobs), total=len(jobs), desc="recover"):
             written += ok
+            reasons[f"{reason}:{'written' if ok else 'not written'}"] += 1
     print(f"ran {len(jobs)} recovery episodes, wrote {written} into {args.out} "
-          "(the rest: the policy succeeded alone or the expert could not recover)")
+          f"(the rest: the policy succeeded alone or the expert could not recover); handovers: {dict(reasons)}")
     return 0

@@ -5,6 +5,10 @@ them has no example of how to come back (the compounding-error problem DAgger ad
 policy runs closed loop for a random number of ticks, the expert resumes the task from wherever
 that left the scene (`resume_plan` drops the waypoints already done) and, if it succeeds, the
 expert's part is written as an ordinary episode: observations the policy caused, expert actions.
+
+Two handover rules. `random`: a seeded tick, so most handovers land in states the policy was handling
+fine. `failure`: the policy drives until it shows a failure sign (a missed grasp, a stall, or no success by
+the latest handover tick), so every recovery starts where this policy actually goes wrong.
 """
 from __future__ import annotations
 
@@ -17,11 +21,38 @@ import numpy as np
 RECOVERY_SEED_BASE = 500_000  # after the demonstrations' seeds, below tasks.EVAL_SEED_BASE
 MIN_HANDOVER = 10  # ticks of policy before the expert may take over
 MAX_HANDOVER_FRACTION = 0.75  # of the task's max_steps
+HANDOVERS = ("random", "failure")
+MISSED_OPENING = 0.01  # m per finger: closed past the cube's half width (0.02) with nothing held
+STALL_TICKS = 20  # 1 s at 20 Hz ...
+STALL_M = 0.01  # ... with the grip site inside this radius
 
 
-def recover_one(args: tuple[str, int, str, int, str, str]) -> tuple[str, int, bool, int]:
-    """(task, seed, out_dir, image_size, backend, bundle) -> (task, seed, written, handover tick)."""
-    task, seed, out_dir, image_size, backend, bundle = args
+class FailureWatch:
+    """Per-tick failure signs on privileged sim state; `check` names the first one it sees, else None."""
+
+    def __init__(self, task: str) -> None:
+        from omni_vla.openpi.oracle import GRASPED_OBJECT
+
+        self.obj = GRASPED_OBJECT.get(task)  # touch_yellow grasps nothing: no missed grasp there
+        self.grips: list[np.ndarray] = []
+
+    def check(self, w: Any) -> str | None:
+        self.grips.append(np.asarray(w.grip, float).copy())
+        if self.obj is not None and w.gripper_opening < MISSED_OPENING and self.obj not in w.holding:
+            return "missed_grasp"
+        if len(self.grips) > STALL_TICKS:
+            recent = np.asarray(self.grips[-STALL_TICKS - 1:])
+            if np.linalg.norm(recent - recent[-1], axis=1).max() < STALL_M:
+                return "stall"
+        return None
+
+
+def recover_one(args: tuple[str, int, str, int, str, str, str]) -> tuple[str, int, bool, int, str]:
+    """(task, seed, out_dir, image_size, backend, bundle, handover rule)
+    -> (task, seed, written, handover tick, why the expert took over)."""
+    task, seed, out_dir, image_size, backend, bundle, rule = args
+    if rule not in HANDOVERS:
+        raise ValueError(f"handover rule {rule!r}: expected one of {HANDOVERS}")
     from omni_vla.openpi.oracle import resume_plan
     from omni_vla_sim.collect import write_records
     from omni_vla_sim.eval import EvalSettings, _env, _policy
@@ -31,17 +62,25 @@ def recover_one(args: tuple[str, int, str, int, str, str]) -> tuple[str, int, bo
     env = _env(settings, task)
     obs = env.reset(seed, task=task)
     max_steps = env.task.max_steps
-    handover = random.Random(seed).randint(MIN_HANDOVER, int(MAX_HANDOVER_FRACTION * max_steps))
+    latest = int(MAX_HANDOVER_FRACTION * max_steps)
+    handover = random.Random(seed).randint(MIN_HANDOVER, latest) if rule == "random" else latest
+    reason = "random" if rule == "random" else "timeout"
+    watch = FailureWatch(task) if rule == "failure" else None
     act, _ = _policy(settings, env, seed)
     lo, hi = env._ctrl_lo, env._ctrl_hi
     hold = obs["qpos"].copy()
-    for tick in range(handover):
+    tick = 0
+    while tick < handover:
         proposal = act(obs, tick)
         if proposal is not None:
             hold = np.clip(np.asarray(proposal, np.float64), lo, hi)
         obs, _, ok, _, _ = env.step(hold)
+        tick += 1
         if ok:
-            return task, seed, False, tick  # the policy did it alone: nothing to recover
+            return task, seed, False, tick, "policy_succeeded"  # nothing to recover
+        sign = watch.check(env.world_state()) if watch is not None and tick >= MIN_HANDOVER else None
+        if sign is not None:
+            handover, reason = tick, sign
     expert = ScriptedExpert(env)
     expert.reset()
     expert.plan = resume_plan(env, expert.plan)
@@ -54,6 +93,6 @@ def recover_one(args: tuple[str, int, str, int, str, str]) -> tuple[str, int, bo
         if ok:
             break
     if not ok:
-        return task, seed, False, handover
+        return task, seed, False, handover, reason
     write_records(Path(out_dir) / task / f"{task}_recovery_{seed:07d}.hdf5", env, seed, True, records, image_size)
-    return task, seed, True, handover
+    return task, seed, True, handover, reason
