@@ -9,6 +9,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "demo": ("omni_vla.demo", "main"),
     "collect": ("omni_vla_sim.collect", "main"),
     "train": ("omni_vla_policies.train", "main"),
+    "average": ("omni_vla_policies.average", "main"),
     "export": ("omni_vla_policies.export", "main"),
     "parity": ("omni_vla_policies.parity", "main"),
     "eval": ("omni_vla_sim.eval", "main"),
