@@ -3,7 +3,7 @@
 Stages (static shapes, raw values in and out, normalisation inside the graphs):
   prefix: front, wrist [1,3,S,S] in [0,1], state [1,D], instruction [1,E]  -> context [1,L,W]
   flow:   context, state, noise [1,H,D], prefix [1,H,D], prefix_mask [1,H,1] -> actions [1,H,D]
-          (exported in the folded form of export_flow.py; parity is measured against the training model)
+          (both exported in the folded form of export_fold.py; parity is measured against the training model)
 MNN conversion goes through ONNX and the converter module that the MNN wheel ships (`_tools`), never
 the `mnnconvert` console script (it phones home and pip-installs a protobuf downgrade at run time).
 
@@ -29,24 +29,27 @@ from omni_vla.runtime.bundle import (
     BUNDLE_FORMAT, BundleManifest, InstructionSpec, NormalizationSpec, StageSpec, TensorSpec, TrainingInfo,
     artifact_spec, installed_version, write_json_atomic, write_manifest,
 )
-from omni_vla_policies.export_flow import GRAPH as FOLDED_FLOW_GRAPH
-from omni_vla_policies.export_flow import folded
+from omni_vla_policies.export_fold import GRAPH as FOLDED_FLOW_GRAPH
+from omni_vla_policies.export_fold import PREFIX_GRAPH as FOLDED_PREFIX_GRAPH
+from omni_vla_policies.export_fold import folded, folded_prefix
 from omni_vla_policies.model import ModelConfig, VLAPolicy
 
 CHECKPOINT_FORMAT = "omni_vla_policies.ckpt/1"
 
 
 class PrefixStage(nn.Module):
+    """The prefix encoder in its folded export form (export_fold.py): same weights and function, fewer ops."""
+
     def __init__(self, policy: VLAPolicy) -> None:
         super().__init__()
-        self.enc = policy.prefix_encoder
+        self.enc = folded_prefix(policy.prefix_encoder)
 
     def forward(self, front: Tensor, wrist: Tensor, state: Tensor, instruction: Tensor) -> Tensor:
         return self.enc(front, wrist, state, instruction)
 
 
 class FlowStage(nn.Module):
-    """The flow head in its folded export form (export_flow.py): same weights and function, ~40% fewer ops."""
+    """The flow head in its folded export form (export_fold.py): same weights and function, ~40% fewer ops."""
 
     def __init__(self, policy: VLAPolicy) -> None:
         super().__init__()
@@ -175,7 +178,7 @@ def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = (
                     convert_mnn(work / f"{name}.onnx", work / f"{name}.mnn")
                     arts["mnn"] = artifact_spec(work, f"{name}.mnn")
             stages[name] = StageSpec(inputs=ins, outputs=outs, artifacts=arts,
-                                     graph=FOLDED_FLOW_GRAPH if name == "flow" else "reference")
+                                     graph=FOLDED_FLOW_GRAPH if name == "flow" else FOLDED_PREFIX_GRAPH)
         _write_table(work / "embeddings.npz", list(ckpt["instructions"]), ckpt["instruction_embeddings"])
         save_checkpoint(ckpt, work / "policy.pt")
         norm = ckpt["normalization"]

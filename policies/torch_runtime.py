@@ -1,7 +1,7 @@
 """Eager PyTorch PolicyRuntime over a bundle's policy.pt: the reference for parity and the bench baseline.
 
-`folded=True` runs the flow head in the folded form the bundle's artifacts were exported from
-(export_flow.py), so the bench can also state the runtimes' gain over eager on the same graph.
+`folded=True` runs both stages in the folded form the bundle's artifacts were exported from
+(export_fold.py), so the bench can also state the runtimes' gain over eager on the same graph.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import torch
 
 from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, read_manifest, verify_artifact
 from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint
-from omni_vla_policies.export_flow import folded as fold
+from omni_vla_policies.export_fold import folded as fold
+from omni_vla_policies.export_fold import folded_prefix
 
 
 class TorchRuntime(BundleRuntimeBase):
@@ -27,6 +28,7 @@ class TorchRuntime(BundleRuntimeBase):
         torch.set_num_threads(num_threads)
         self.model = policy_from_checkpoint(load_checkpoint(verify_artifact(bundle_dir, manifest.torch_checkpoint)))
         self.flow = fold(self.model.flow_head) if folded else self.model.flow_head
+        self.prefix = folded_prefix(self.model.prefix_encoder) if folded else self.model.prefix_encoder
         if folded:
             self.backend = "torch-folded"
         self._mask_t = torch.from_numpy(self._mask)
@@ -45,14 +47,14 @@ class TorchRuntime(BundleRuntimeBase):
         t = torch.from_numpy
         self._set_mask(prefix_len)
         self._last = (t(front), t(wrist), t(state), t(instruction))
-        a = self.flow(self.model.prefix_encoder(*self._last), self._last[2], t(noise), t(prefix), self._mask_t)
+        a = self.flow(self.prefix(*self._last), self._last[2], t(noise), t(prefix), self._mask_t)
         np.copyto(out, a.numpy()[0])
 
     @torch.inference_mode()
     def run_prefix(self) -> None:
         """The prefix stage alone on the last infer()'s inputs (profiling: how the time splits)."""
         assert self._last is not None, "call infer() first"
-        self.model.prefix_encoder(*self._last)
+        self.prefix(*self._last)
 
     @torch.inference_mode()
     def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,

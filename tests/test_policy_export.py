@@ -30,7 +30,7 @@ def test_export_writes_every_artifact_and_a_valid_manifest(tiny_bundle: Path) ->
             assert sha256_file(tiny_bundle / art.file) == art.sha256
     for lib in ("torch", "executorch", "mnn"):
         assert m.versions[lib]
-    assert (m.stages["prefix"].graph, m.stages["flow"].graph) == ("reference", "flow_head.folded/1")
+    assert (m.stages["prefix"].graph, m.stages["flow"].graph) == ("prefix.folded/1", "flow_head.folded/1")
     raw = json.loads((tiny_bundle / "manifest.json").read_text())
     assert raw["format"] == "omni_vla.bundle/1"
 

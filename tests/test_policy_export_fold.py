@@ -1,4 +1,4 @@
-"""The folded export form of the flow head computes what the training model computes."""
+"""The folded export forms of both stages compute what the training model computes."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +8,8 @@ import onnx
 import pytest
 import torch
 
-from omni_vla_policies.export import FlowStage, export_onnx, stage_specs
-from omni_vla_policies.export_flow import folded
+from omni_vla_policies.export import FlowStage, PrefixStage, export_onnx, stage_specs
+from omni_vla_policies.export_fold import folded, folded_prefix
 from omni_vla_policies.model import ModelConfig, VLAPolicy
 from omni_vla_policies.testing import tiny_model_config
 
@@ -22,6 +22,8 @@ def _trained_looking_policy(cfg: ModelConfig, seed: int = 0) -> VLAPolicy:
         for name, p in model.named_parameters():
             if name.endswith(("n1.weight", "n2.weight", "n3.weight", "out_norm.weight")):
                 p.copy_(0.5 + torch.rand_like(p))
+            elif name.endswith(("_type", "bias")):
+                p.copy_(0.1 * torch.randn_like(p))
         d = cfg.action_dim
         model.norm.set({"state_mean": torch.randn(d).tolist(), "state_std": (0.2 + torch.rand(d)).tolist(),
                         "action_mean": (0.1 * torch.randn(d)).tolist(), "action_std": (0.05 + 0.1 * torch.rand(d)).tolist()})
@@ -82,8 +84,52 @@ def test_exported_flow_stage_is_the_folded_graph_with_fewer_nodes(tmp_path: Path
         export_onnx(Reference().eval(), args, names, out_names, tmp_path / "reference.onnx")
         export_onnx(FlowStage(model).eval(), args, names, out_names, tmp_path / "folded.onnx")
 
-    def compute_nodes(p: Path) -> int:
-        return sum(n.op_type not in ("Constant", "Identity") for n in onnx.load(str(p)).graph.node)
+    n_ref, n_fold = _compute_nodes(tmp_path / "reference.onnx"), _compute_nodes(tmp_path / "folded.onnx")
+    assert n_fold < 0.8 * n_ref, (n_fold, n_ref)
 
-    n_ref, n_fold = compute_nodes(tmp_path / "reference.onnx"), compute_nodes(tmp_path / "folded.onnx")
+
+def _compute_nodes(p: Path) -> int:
+    return sum(n.op_type not in ("Constant", "Identity") for n in onnx.load(str(p)).graph.node)
+
+
+def _prefix_inputs(cfg: ModelConfig, seed: int = 2) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    s = cfg.image_size
+    return (torch.rand(1, 3, s, s, generator=g), torch.rand(1, 3, s, s, generator=g),
+            torch.randn(1, cfg.state_dim, generator=g), torch.randn(1, cfg.embedding_dim, generator=g))
+
+
+@pytest.mark.parametrize("keypoints", [4, 0])
+def test_folded_prefix_matches_the_training_encoder_with_and_without_keypoints(keypoints: int) -> None:
+    cfg = tiny_model_config(keypoints=keypoints, prefix_layers=2)
+    model = _trained_looking_policy(cfg)
+    enc = folded_prefix(model.prefix_encoder)
+    for seed in range(3):
+        x = _prefix_inputs(cfg, seed)
+        with torch.inference_mode():
+            ref, out = model.prefix_encoder(*x), enc(*x)
+        assert out.shape == ref.shape == (1, cfg.context_len, cfg.width)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=0, atol=2e-5 * float(ref.abs().max()))
+    with torch.inference_mode():  # an all-black border is where the padding fold would show if it were wrong
+        x = (torch.zeros_like(x[0]), torch.ones_like(x[1]), x[2], x[3])
+        np.testing.assert_allclose(enc(*x).numpy(), model.prefix_encoder(*x).numpy(), rtol=0, atol=1e-4)
+
+
+def test_folded_prefix_refuses_per_channel_pixel_means() -> None:
+    model = _trained_looking_policy(tiny_model_config())
+    model.prefix_encoder.vision.pix_mean.copy_(torch.tensor([0.4, 0.5, 0.6]).view(1, 3, 1, 1))
+    with pytest.raises(ValueError, match=r"pixel means \[0.4.*differ per channel"):
+        folded_prefix(model.prefix_encoder)
+
+
+def test_exported_prefix_stage_is_the_folded_graph_with_fewer_nodes(tmp_path: Path) -> None:
+    cfg = tiny_model_config(prefix_layers=2)
+    model = _trained_looking_policy(cfg)
+    ins, outs = stage_specs(cfg)["prefix"]
+    args = _prefix_inputs(cfg)
+    names, out_names = [t.name for t in ins], [t.name for t in outs]
+    with torch.no_grad():
+        export_onnx(model.prefix_encoder, args, names, out_names, tmp_path / "reference.onnx")
+        export_onnx(PrefixStage(model).eval(), args, names, out_names, tmp_path / "folded.onnx")
+    n_ref, n_fold = _compute_nodes(tmp_path / "reference.onnx"), _compute_nodes(tmp_path / "folded.onnx")
     assert n_fold < 0.8 * n_ref, (n_fold, n_ref)
