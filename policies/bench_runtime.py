@@ -2,7 +2,7 @@
 ExecuTorch and MNN, same bundle and inputs, interleaved in one process, per thread count.
 
 `torch` is the training model as users run it (the baseline of speedup_vs_torch); `torch-folded` is
-eager PyTorch on the folded flow head the artifacts were exported from, so speedup_vs_torch_folded
+eager PyTorch on the folded stages the artifacts were exported from, so speedup_vs_torch_folded
 says what the runtimes add beyond the graph rewrite.
 
     python -m omni_vla_policies.bench_runtime --bundle bundles/reference --threads 1,2 --reps 200 --json

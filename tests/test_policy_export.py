@@ -109,3 +109,22 @@ def test_bench_runtime_stages_split_the_time_and_count_flops(tiny_bundle: Path, 
         assert 0 < st["prefix_ms"] < r[backend]["median_ms"], (backend, st)  # the prefix alone is part of the whole
         assert st["flow_ms"] == pytest.approx(r[backend]["median_ms"] - st["prefix_ms"], abs=1e-3)
         assert 0 < st["fraction_of_sgemm"] < 1
+
+
+def test_folded_torch_runtime_gives_the_training_models_actions(tiny_bundle: Path) -> None:
+    """`torch-folded` (the bench's same-graph baseline) runs both folded stages and still matches the model."""
+    from omni_vla_policies.torch_runtime import TorchRuntime
+
+    ref, fold = TorchRuntime(tiny_bundle), TorchRuntime(tiny_bundle, folded=True)
+    assert fold.prefix is not fold.model.prefix_encoder and fold.flow is not fold.model.flow_head
+    rng = np.random.default_rng(3)
+    s = ref.image_size
+    x = [rng.random((1, 3, s, s), dtype=np.float32), rng.random((1, 3, s, s), dtype=np.float32),
+         rng.normal(size=(1, ref.action_dim)).astype(np.float32), rng.normal(size=(1, 384)).astype(np.float32),
+         rng.normal(size=(1, ref.horizon, ref.action_dim)).astype(np.float32), 2,
+         rng.normal(size=(1, ref.horizon, ref.action_dim)).astype(np.float32)]
+    a, b = np.zeros((ref.horizon, ref.action_dim), np.float32), np.zeros((ref.horizon, ref.action_dim), np.float32)
+    ref.infer(*x, a)
+    fold.infer(*x, b)
+    np.testing.assert_allclose(b, a, rtol=0, atol=2e-5 * float(np.abs(a).max()))
+    np.testing.assert_array_equal(b[:2], x[4][0, :2])
