@@ -26,7 +26,7 @@ class ControllerConfig(BaseModel):
     rate_hz: float = Field(20.0, gt=0, le=1000, description="control rate (ticks per second)")
     strategy: Strategy = Field("rtc", description="how a new chunk is spliced into the queue")
     execution_horizon: int = Field(
-        8, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"
+        12, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"
     )
     max_obs_age_s: float = Field(0.5, gt=0, description="older camera/joint data -> no command, ERROR")
     average_old_weight: float = Field(0.3, ge=0, le=1, description="weight of the old chunk on the overlap ('average')")
