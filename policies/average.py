@@ -24,7 +24,7 @@ def _sha256(path: Path) -> str:
 
 
 def average_checkpoints(paths: list[Path], weights: list[float] | None = None) -> dict:
-    """The weighted mean of `paths`' weights; everything else from the last one, sources recorded."""
+    """The weighted mean of `paths`' weights; metadata from the last one, `steps` summed, sources recorded."""
     if len(paths) < 2:
         raise ValueError(f"average needs at least two checkpoints, got {len(paths)}")
     weights = [1.0] * len(paths) if weights is None else list(weights)
