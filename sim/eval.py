@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from omni_vla.config import ControllerConfig
 from omni_vla_sim.report import EpisodeResult, smoothness, summarise, write_report
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
 
@@ -42,7 +43,7 @@ class EvalSettings(BaseModel):
     held_out: bool = False
     strategy: Literal["rtc", "average", "naive"] = "rtc"
     delay_ticks: int = Field(0, ge=0, le=8)
-    execution_horizon: int = Field(12, ge=1)  # chosen on validation seeds (results/tune_sampling/)
+    execution_horizon: int = Field(ControllerConfig.model_fields["execution_horizon"].default, ge=1)  # the node's default
     noise_scale: float = Field(0.0, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
     threads: int = Field(1, ge=1)
     image_size: int = Field(128, ge=16)
@@ -171,7 +172,6 @@ def _policy(s: EvalSettings, env: Any, seed: int) -> tuple[Any, Any]:
         from omni_vla_sim.remote import remote_policy
 
         return remote_policy(s, env, seed), None
-    from omni_vla.config import ControllerConfig
     from omni_vla.controller import Controller
     from omni_vla.inference import SyncInference
 
@@ -402,8 +402,9 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"first seed of every task (>= {EVAL_SEED_BASE}); tune settings on other seeds than you report")
     p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
     p.add_argument("--delay", type=int, default=0, help="simulated inference delay in ticks")
-    p.add_argument("--execution-horizon", type=int, default=8)
-    p.add_argument("--noise-scale", type=float, default=0.0,
+    p.add_argument("--execution-horizon", type=int, default=EvalSettings.model_fields["execution_horizon"].default,
+                   help="rows executed per chunk (default: the node's, chosen on validation seeds)")
+    p.add_argument("--noise-scale", type=float, default=EvalSettings.model_fields["noise_scale"].default,
                    help="flow sampling temperature (0: deterministic, the default: chosen on validation seeds)")
     p.add_argument("--held-out", action="store_true", help="use each task's held-out instruction")
     p.add_argument("--workers", type=int, default=2)
