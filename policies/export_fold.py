@@ -49,11 +49,13 @@ def gelu(u: Tensor) -> Tensor:
 class _FoldedCore(nn.Module):
     """Self-attention and MLP of a transformer block on [n, W] tokens, norm gains and scales in the weights."""
 
-    def _fold_core(self, n1: nn.Module, sa: nn.Module, n3: nn.Module, mlp: nn.Module, norms: tuple) -> None:
+    def _fold_core(self, sa: nn.Module, mlp: nn.Module, norms: tuple[nn.Module, ...]) -> None:
+        """`norms`: the block's RMSNorms in order; the first precedes self-attention, the last the MLP."""
         self.heads, self.head_dim = sa.heads, sa.head_dim
         if len({n.eps for n in norms}) != 1:
             raise ValueError("a block's RMSNorms must share eps to share the folded statistics")
-        g1, g3 = n1.weight[None, :], n3.weight[None, :]
+        n1 = norms[0]
+        g1, g3 = n1.weight[None, :], norms[-1].weight[None, :]
         _const(self, "avg", n1.avg)
         _const(self, "eps", torch.full((1,), n1.eps))
         _const(self, "w_qkv", torch.cat([sa.q.weight * sa.scale, sa.k.weight, sa.v.weight]) * g1)
@@ -87,7 +89,7 @@ class _FoldedCore(nn.Module):
 class _FoldedEncoderBlock(_FoldedCore):
     def __init__(self, blk: EncoderBlock) -> None:
         super().__init__()
-        self._fold_core(blk.n1, blk.attn, blk.n2, blk.mlp, (blk.n1, blk.n2))
+        self._fold_core(blk.attn, blk.mlp, (blk.n1, blk.n2))
 
     def forward(self, h: Tensor) -> Tensor:
         return self.mlp(self.self_attention(h))
@@ -98,7 +100,7 @@ class _FoldedDecoderBlock(_FoldedCore):
 
     def __init__(self, blk: DecoderBlock) -> None:
         super().__init__()
-        self._fold_core(blk.n1, blk.self_attn, blk.n3, blk.mlp, (blk.n1, blk.n2, blk.n3))
+        self._fold_core(blk.self_attn, blk.mlp, (blk.n1, blk.n2, blk.n3))
         ca = blk.cross
         _const(self, "w_cq", ca.q.weight * ca.scale * blk.n2.weight[None, :])
         _const(self, "b_cq", ca.q.bias * ca.scale)

@@ -79,15 +79,12 @@ def test_failure_handover_hands_over_at_a_failure_sign_or_the_latest_tick(tmp_pa
     task = "place_blue_on_green"
     bundle = str(REPO / "bundles" / "reference")
     latest = int(MAX_HANDOVER_FRACTION * PandaTaskEnv(task, EnvConfig(render=False)).task.max_steps)
-    seen = set()
     for seed in range(RECOVERY_SEED_BASE, RECOVERY_SEED_BASE + 4):
         _, _, written, handover, reason = recover_one((task, seed, str(tmp_path), 64, "mnn", bundle, "failure"))
-        seen.add(reason)
         if reason == "policy_succeeded":
             assert not written and handover <= latest
         else:
             assert reason in ("missed_grasp", "stall", "timeout")
             assert MIN_HANDOVER <= handover <= latest and (reason != "timeout" or handover == latest)
-    assert seen, "no episode ran"
     with pytest.raises(ValueError, match="handover rule 'sometimes'"):
         recover_one((task, RECOVERY_SEED_BASE, str(tmp_path), 64, "mnn", bundle, "sometimes"))
