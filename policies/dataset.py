@@ -91,6 +91,8 @@ class TrainArrays:
     instructions: list[str] = field(default_factory=list)
     episode_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     future: np.ndarray | None = None  # float32 [N,K,D] joint positions at the auxiliary offsets
+    task_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # int64 [N] -> row of `tasks`
+    tasks: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.state)
@@ -110,7 +112,8 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
             train_phrases[ep.task].append(ep.instruction)
     instructions = sorted({p for ps in train_phrases.values() for p in ps})
     idx_of = {s: i for i, s in enumerate(instructions)}
-    fronts, wrists, states, chunks, instr, epi, future = [], [], [], [], [], [], []
+    tasks = sorted(train_phrases)
+    fronts, wrists, states, chunks, instr, epi, task_of, future = [], [], [], [], [], [], [], []
     for k, ep in enumerate(episodes):
         if only_success and not ep.success:
             continue
@@ -126,6 +129,7 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
         chunks.append(ep.actions[rows])
         instr.append(np.full(t_len, idx_of[phrase], np.int64))
         epi.append(np.full(t_len, k, np.int64))
+        task_of.append(np.full(t_len, tasks.index(ep.task), np.int64))
         if aux_offsets:
             steps = np.arange(t_len)[:, None]
             ahead = np.array([t_len - 1 if o < 0 else o for o in aux_offsets])[None, :]
@@ -137,6 +141,7 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
         front=np.concatenate(fronts), wrist=np.concatenate(wrists), state=np.concatenate(states),
         chunks=np.concatenate(chunks), instr_index=np.concatenate(instr), instructions=instructions,
         episode_index=np.concatenate(epi), future=np.concatenate(future) if aux_offsets else None,
+        task_index=np.concatenate(task_of), tasks=tasks,
     )
 
 

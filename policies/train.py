@@ -52,6 +52,7 @@ class TrainConfig(BaseModel):
     save_every: int = 1000
     control_rate_hz: float = 20.0
     only_success: bool = True
+    balance_tasks: bool = Field(False, description="draw every batch row's task uniformly (recovery rounds skew the dataset)")
     model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
@@ -90,9 +91,18 @@ class Batches:
         self.arr, self.idx, self.emb, self.cfg = arr, idx, emb, cfg
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator().manual_seed(seed)
+        groups = [idx[arr.task_index[idx] == t] for t in range(len(arr.tasks))] if cfg.balance_tasks else []
+        self.groups = [g for g in groups if len(g)]
+
+    def rows(self, batch_size: int) -> np.ndarray:
+        """Sorted sample rows of one batch: uniform over rows, or over tasks first with `balance_tasks`."""
+        if self.groups:
+            counts = np.bincount(self.rng.integers(0, len(self.groups), batch_size), minlength=len(self.groups))
+            return np.sort(np.concatenate([self.rng.choice(g, size=c) for g, c in zip(self.groups, counts)]))
+        return np.sort(self.rng.choice(self.idx, size=min(batch_size, len(self.idx)), replace=len(self.idx) < batch_size))
 
     def sample(self, batch_size: int, train: bool = True) -> tuple[torch.Tensor, ...]:
-        i = np.sort(self.rng.choice(self.idx, size=min(batch_size, len(self.idx)), replace=len(self.idx) < batch_size))
+        i = self.rows(batch_size)
         a = self.arr
         front, wrist = to_images(a.front[i]), to_images(a.wrist[i])
         if train:

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from omni_vla_policies.dataset import build_arrays, dataset_sha256, read_episodes
+from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, read_episodes
 from omni_vla_policies.export import load_checkpoint
 from omni_vla_policies.testing import TASKS, write_synthetic_dataset
-from omni_vla_policies.train import TrainConfig, load_config, train
+from omni_vla_policies.train import Batches, TrainConfig, load_config, train
 from omni_vla_sim.dataset import read_episode, write_episode
 
 TINY_MODEL = {"width": 32, "heads": 2, "prefix_layers": 1, "head_layers": 1, "mlp_ratio": 2,
@@ -61,6 +61,8 @@ def test_held_out_phrasings_are_in_the_table_but_never_trained(demos: Path, tmp_
     arr = build_arrays(episodes, horizon=16)
     assert set(arr.instructions) == set(TASKS.values())  # held-out demos relabelled, not dropped
     assert len(arr) == sum(len(e.actions) for e in episodes)
+    for k, ep in enumerate(episodes):  # every row knows its task (what balanced batches draw by)
+        assert {arr.tasks[t] for t in arr.task_index[arr.episode_index == k]} == {ep.task}
 
 
 def test_normalisation_statistics_travel_in_the_model_buffers(demos: Path, tmp_path: Path) -> None:
@@ -145,3 +147,23 @@ def test_continuing_on_a_grown_dataset_keeps_the_weights_normalization(demos: Pa
     fresh = tmp_path / "fresh.pt"
     train(tiny_config(grown, fresh, model=model, aux_weight=1.0, max_steps=1), log=lambda s: None)
     assert load_checkpoint(fresh)["normalization"]["state_mean"] != a["normalization"]["state_mean"]
+
+
+def _skewed_arrays(n_major: int, n_minor: int) -> TrainArrays:
+    n = n_major + n_minor
+    tasks = np.r_[np.zeros(n_major, np.int64), np.ones(n_minor, np.int64)]
+    return TrainArrays(front=np.zeros((n, 8, 8, 3), np.uint8), wrist=np.zeros((n, 8, 8, 3), np.uint8),
+                       state=np.zeros((n, 2), np.float32), chunks=np.zeros((n, 4, 2), np.float32),
+                       instr_index=tasks.copy(), instructions=["a", "b"], episode_index=np.arange(n),
+                       task_index=tasks, tasks=["major", "minor"])
+
+
+@pytest.mark.parametrize("balance, minor_share", [(True, 0.5), (False, 0.1)])
+def test_balanced_batches_draw_each_task_equally_however_skewed_the_dataset(balance: bool, minor_share: float) -> None:
+    arr = _skewed_arrays(900, 100)
+    cfg = TrainConfig(balance_tasks=balance, model={"max_prefix": 2})
+    idx = np.arange(len(arr))[::2]  # a train split: only these rows may be drawn
+    batches = Batches(arr, idx, torch.zeros(2, 3), cfg, seed=0)
+    drawn = np.concatenate([batches.rows(64) for _ in range(200)])
+    assert np.isin(drawn, idx).all()
+    assert abs(np.mean(arr.task_index[drawn] == 1) - minor_share) < 0.03
