@@ -113,6 +113,7 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
     instructions = sorted({p for ps in train_phrases.values() for p in ps})
     idx_of = {s: i for i, s in enumerate(instructions)}
     tasks = sorted(train_phrases)
+    task_of_name = {t: i for i, t in enumerate(tasks)}
     fronts, wrists, states, chunks, instr, epi, task_of, future = [], [], [], [], [], [], [], []
     for k, ep in enumerate(episodes):
         if only_success and not ep.success:
@@ -129,7 +130,7 @@ def build_arrays(episodes: list[Episode], horizon: int, only_success: bool = Tru
         chunks.append(ep.actions[rows])
         instr.append(np.full(t_len, idx_of[phrase], np.int64))
         epi.append(np.full(t_len, k, np.int64))
-        task_of.append(np.full(t_len, tasks.index(ep.task), np.int64))
+        task_of.append(np.full(t_len, task_of_name[ep.task], np.int64))
         if aux_offsets:
             steps = np.arange(t_len)[:, None]
             ahead = np.array([t_len - 1 if o < 0 else o for o in aux_offsets])[None, :]

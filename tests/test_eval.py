@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from omni_vla.config import ControllerConfig
 from omni_vla_sim.eval import EvalSettings, evaluate, main
 from omni_vla_sim.report import comparable, wilson
 
@@ -154,8 +155,7 @@ def test_backend_comparison_runs_each_runtime_on_the_same_seeds(tmp_path: Path, 
         for ours, ref in zip(eps[backend], eps["torch"]):
             assert np.abs(np.array(ours["actions"][:10]) - np.array(ref["actions"][:10])).max() < 1e-3
     assert "agree within 95% intervals" in (tmp_path / "comparison.md").read_text()
-    from omni_vla.config import ControllerConfig  # the CLI's defaults are the node's: eval measures what ships
-
+    # The CLI's defaults are the node's: eval measures what ships.
     assert result["settings"]["execution_horizon"] == ControllerConfig().execution_horizon == 12
     assert result["settings"]["noise_scale"] == 0.0
 
