@@ -29,14 +29,15 @@ BACKENDS = ("torch", "torch-folded", "onnxruntime", "executorch", "mnn")
 
 
 class OnnxRuntimeRunner:
-    """The bundle's two ONNX stages on onnxruntime (baseline; not a robot backend)."""
+    """The bundle's ONNX stages on onnxruntime (baseline; not a robot backend), chained like every runtime."""
 
     backend = "onnxruntime"
 
     def __init__(self, bundle_dir: Path, num_threads: int = 1) -> None:
         import onnxruntime as ort
 
-        from omni_vla.runtime.bundle import BundleRuntimeBase, load_bundle
+        from omni_vla.runtime.bundle import load_bundle
+        from omni_vla.runtime.flow import SteppedFlow
 
         self.manifest, paths = load_bundle(bundle_dir, "onnx", check_versions=False)
         so = ort.SessionOptions()
@@ -44,18 +45,20 @@ class OnnxRuntimeRunner:
         so.inter_op_num_threads = 1
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.sess = {k: ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for k, p in paths.items()}
-        self._base = BundleRuntimeBase()
-        self._base.backend = "onnx"
+        self._names = {k: [t.name for t in self.manifest.stages[k].inputs] for k in paths}
+        self._flow = SteppedFlow(self.manifest, self._call, lambda a: a, np.copyto)
         self.mask = np.zeros((1, self.manifest.horizon, 1), np.float32)
         self._prefix_in: dict[str, np.ndarray] = {}
+
+    def _call(self, stage: str, inputs, fresh=None) -> list:  # noqa: ANN001
+        return self.sess[stage].run(None, dict(zip(self._names[stage], inputs)))
 
     def infer(self, front, wrist, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
         self._prefix_in = {"front": front, "wrist": wrist, "state": state, "instruction": instruction}
         ctx = self.sess["prefix"].run(None, self._prefix_in)[0]
         self.mask.fill(0.0)
         self.mask[0, :prefix_len, 0] = 1.0
-        a = self.sess["flow"].run(None, {"context": ctx, "state": state, "noise": noise, "prefix": prefix, "prefix_mask": self.mask})[0]
-        np.copyto(out, a[0])
+        np.copyto(out, self._flow(ctx, state, noise, prefix, self.mask)[0])
 
     def run_prefix(self) -> None:
         self.sess["prefix"].run(None, self._prefix_in)

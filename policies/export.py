@@ -2,8 +2,12 @@
 
 Stages (static shapes, raw values in and out, normalisation inside the graphs):
   prefix: front, wrist [1,3,S,S] in [0,1], state [1,D], instruction [1,E]  -> context [1,L,W]
-  flow:   context, state, noise [1,H,D], prefix [1,H,D], prefix_mask [1,H,1] -> actions [1,H,D]
-          (both exported in the folded form of export_fold.py; parity is measured against the training model)
+  flow:   context, state, noise [1,H,D], prefix [1,H,D], prefix_mask [1,H,1] -> actions [1,H,D], as three
+          programs the runtime chains (omni_vla/runtime/flow.py):
+    flow_init:   context, state, noise, prefix, prefix_mask -> x [H,D], per block k_i, v_i
+    flow_step:   x, prefix_mask, step (one-hot [1,N]), k_0, v_0, ... -> x_next [H,D]   (run N times)
+    flow_finish: x, state, prefix, prefix_mask -> actions [1,H,D]
+  (all exported in the folded form of export_fold.py; parity is measured against the training model)
 MNN conversion goes through ONNX and the converter module that the MNN wheel ships (`_tools`), never
 the `mnnconvert` console script (it phones home and pip-installs a protobuf downgrade at run time).
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import io
 import os
 import shutil
@@ -31,7 +36,7 @@ from omni_vla.runtime.bundle import (
 )
 from omni_vla_policies.export_fold import GRAPH as FOLDED_FLOW_GRAPH
 from omni_vla_policies.export_fold import PREFIX_GRAPH as FOLDED_PREFIX_GRAPH
-from omni_vla_policies.export_fold import folded, folded_prefix
+from omni_vla_policies.export_fold import FoldedFlowHead, folded, folded_prefix
 from omni_vla_policies.model import ModelConfig, VLAPolicy
 
 CHECKPOINT_FORMAT = "omni_vla_policies.ckpt/1"
@@ -48,32 +53,40 @@ class PrefixStage(nn.Module):
         return self.enc(front, wrist, state, instruction)
 
 
-class FlowStage(nn.Module):
-    """The flow head in its folded export form (export_fold.py): same weights and function, ~40% fewer ops."""
+class _FlowProgram(nn.Module):
+    """One of the folded flow head's programs (init, step or finish) as a module to export."""
 
-    def __init__(self, policy: VLAPolicy) -> None:
+    def __init__(self, head: FoldedFlowHead, program: str) -> None:
         super().__init__()
-        self.head = folded(policy.flow_head)
+        self.head, self.program = head, program
 
-    def forward(self, context: Tensor, state: Tensor, noise: Tensor, prefix: Tensor, prefix_mask: Tensor) -> Tensor:
-        return self.head(context, state, noise, prefix, prefix_mask)
+    def forward(self, *args: Tensor) -> Tensor | tuple[Tensor, ...]:
+        out = getattr(self.head, self.program)(*args)
+        return tuple(out) if isinstance(out, list) else out
+
+
+def flow_programs(policy: VLAPolicy) -> dict[str, nn.Module]:
+    head = folded(policy.flow_head)
+    return {f"flow_{p}": _FlowProgram(head, p).eval() for p in ("init", "step", "finish")}
 
 
 def stage_specs(cfg: ModelConfig) -> dict[str, tuple[list[TensorSpec], list[TensorSpec]]]:
     s, d, h, e, w, L = cfg.image_size, cfg.action_dim, cfg.horizon, cfg.embedding_dim, cfg.width, cfg.context_len
     f = "float32"
+
+    def t(name: str, *shape: int) -> TensorSpec:
+        return TensorSpec(name=name, shape=shape, dtype=f)
+
+    hd = w // cfg.heads
+    kv = [x for i in range(cfg.head_layers) for x in (t(f"k_{i}", cfg.heads, hd, L), t(f"v_{i}", cfg.heads, L, hd))]
     return {
-        "prefix": (
-            [TensorSpec(name="front", shape=(1, 3, s, s), dtype=f), TensorSpec(name="wrist", shape=(1, 3, s, s), dtype=f),
-             TensorSpec(name="state", shape=(1, d), dtype=f), TensorSpec(name="instruction", shape=(1, e), dtype=f)],
-            [TensorSpec(name="context", shape=(1, L, w), dtype=f)],
-        ),
-        "flow": (
-            [TensorSpec(name="context", shape=(1, L, w), dtype=f), TensorSpec(name="state", shape=(1, d), dtype=f),
-             TensorSpec(name="noise", shape=(1, h, d), dtype=f), TensorSpec(name="prefix", shape=(1, h, d), dtype=f),
-             TensorSpec(name="prefix_mask", shape=(1, h, 1), dtype=f)],
-            [TensorSpec(name="actions", shape=(1, h, d), dtype=f)],
-        ),
+        "prefix": ([t("front", 1, 3, s, s), t("wrist", 1, 3, s, s), t("state", 1, d), t("instruction", 1, e)],
+                   [t("context", 1, L, w)]),
+        "flow_init": ([t("context", 1, L, w), t("state", 1, d), t("noise", 1, h, d), t("prefix", 1, h, d),
+                       t("prefix_mask", 1, h, 1)], [t("x", h, d), *kv]),
+        "flow_step": ([t("x", h, d), t("prefix_mask", 1, h, 1), t("step", 1, cfg.num_steps), *kv], [t("x_next", h, d)]),
+        "flow_finish": ([t("x", h, d), t("state", 1, d), t("prefix", 1, h, d), t("prefix_mask", 1, h, 1)],
+                        [t("actions", 1, h, d)]),
     }
 
 
@@ -84,15 +97,32 @@ def example_inputs(specs: list[TensorSpec], seed: int = 0) -> tuple[Tensor, ...]
         x = torch.rand(t.shape, generator=g) if t.name in ("front", "wrist") else torch.randn(t.shape, generator=g)
         if t.name == "prefix_mask":
             x = (torch.arange(t.shape[1]) < 2).float().view(t.shape)
+        elif t.name == "step":
+            x = torch.eye(t.shape[1])[:1]
         out.append(x)
     return tuple(out)
+
+
+def _without_unused_buffers(module: nn.Module, args: tuple[Tensor, ...]) -> nn.Module:
+    """A copy of `module` without the buffers its forward never reads (ExecuTorch would store them all:
+    each flow program holds the whole folded head, and init/finish use a few of its tensors)."""
+    ep = torch.export.export(module, args, strict=False)
+    unused = {n.name for n in ep.graph.nodes if n.op == "placeholder" and not n.users}
+    targets = [s.target for s in ep.graph_signature.input_specs if s.arg.name in unused and s.target is not None]
+    if not targets:
+        return module
+    module = copy.deepcopy(module)
+    for target in targets:
+        owner, _, name = target.rpartition(".")
+        delattr(module.get_submodule(owner), name)
+    return module
 
 
 def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path) -> None:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    ep = torch.export.export(module, args, strict=False)
+    ep = torch.export.export(_without_unused_buffers(module, args), args, strict=False)
     prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
     path.write_bytes(prog.buffer)
 
@@ -162,7 +192,7 @@ def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = (
     work.chmod(0o755)
     try:
         stages: dict[str, StageSpec] = {}
-        modules = {"prefix": PrefixStage(model).eval(), "flow": FlowStage(model).eval()}
+        modules = {"prefix": PrefixStage(model).eval(), **flow_programs(model)}
         for name, (ins, outs) in stage_specs(cfg).items():
             args = example_inputs(ins)
             in_names, out_names = [t.name for t in ins], [t.name for t in outs]
@@ -178,7 +208,7 @@ def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = (
                     convert_mnn(work / f"{name}.onnx", work / f"{name}.mnn")
                     arts["mnn"] = artifact_spec(work, f"{name}.mnn")
             stages[name] = StageSpec(inputs=ins, outputs=outs, artifacts=arts,
-                                     graph=FOLDED_FLOW_GRAPH if name == "flow" else FOLDED_PREFIX_GRAPH)
+                                     graph=FOLDED_PREFIX_GRAPH if name == "prefix" else FOLDED_FLOW_GRAPH)
         _write_table(work / "embeddings.npz", list(ckpt["instructions"]), ckpt["instruction_embeddings"])
         save_checkpoint(ckpt, work / "policy.pt")
         norm = ckpt["normalization"]

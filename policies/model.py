@@ -4,7 +4,7 @@ Written only with ops that ExecuTorch/XNNPACK, ONNX and MNN all run identically 
 FIELD_NOTES): tanh-GELU written out (ExecuTorch ignores approximate="tanh", MNN always uses tanh),
 RMSNorm written out (XNNPACK does not take LayerNorm), attention as plain matmul + softmax (no SDPA,
 whose masking emits ONNX IsNaN that MNN cannot convert), sinusoid frequencies as buffers, and the
-Euler loop unrolled (while_loop cannot be exported).
+Euler loop in Python (while_loop cannot be exported; the export runs one step program N times).
 
 Flow convention (the issue's linear path): x_t = t * x1 + (1 - t) * x0 with x0 ~ N(0, I) noise at
 t = 0 and data x1 at t = 1; the network predicts the velocity x1 - x0; inference integrates t: 0 -> 1

@@ -23,16 +23,18 @@ def test_export_writes_every_artifact_and_a_valid_manifest(tiny_bundle: Path) ->
     assert (m.horizon, m.action_dim, m.image_size, m.embedding_dim) == (16, 8, 64, 384)
     assert m.max_prefix >= 4 and m.control_rate_hz == 20.0
     assert m.joint_names[0] == "panda_joint1" and m.joint_names[-1] == "panda_finger_joint1"
-    for stage in ("prefix", "flow"):
+    for stage in ("prefix", "flow_init", "flow_step", "flow_finish"):
         for backend, ext in (("executorch", "pte"), ("mnn", "mnn"), ("onnx", "onnx")):
             art = m.stages[stage].artifacts[backend]
             assert art.file == f"{stage}.{ext}"
             assert sha256_file(tiny_bundle / art.file) == art.sha256
     for lib in ("torch", "executorch", "mnn"):
         assert m.versions[lib]
-    assert (m.stages["prefix"].graph, m.stages["flow"].graph) == ("prefix.folded/1", "flow_head.folded/1")
+    assert m.stages["prefix"].graph == "prefix.folded/1"
+    assert {m.stages[f"flow_{p}"].graph for p in ("init", "step", "finish")} == {"flow_head.stepped/1"}
+    assert m.stages["flow_step"].inputs[2].shape == (1, m.num_steps)  # the one-hot step index
     raw = json.loads((tiny_bundle / "manifest.json").read_text())
-    assert raw["format"] == "omni_vla.bundle/1"
+    assert raw["format"] == "omni_vla.bundle/2"
 
 
 def test_manifest_normalisation_equals_the_graph_buffers(tiny_bundle: Path) -> None:

@@ -8,7 +8,7 @@ import onnx
 import pytest
 import torch
 
-from omni_vla_policies.export import FlowStage, PrefixStage, export_onnx, stage_specs
+from omni_vla_policies.export import PrefixStage, example_inputs, export_onnx, flow_programs, stage_specs
 from omni_vla_policies.export_fold import folded, folded_prefix
 from omni_vla_policies.model import ModelConfig, VLAPolicy
 from omni_vla_policies.testing import tiny_model_config
@@ -65,12 +65,13 @@ def test_folded_head_differs_when_a_weight_changes() -> None:
         np.testing.assert_allclose(folded(model.flow_head)(*x).numpy(), model.flow_head(*x).numpy(), atol=1e-5)
 
 
-def test_exported_flow_stage_is_the_folded_graph_with_fewer_nodes(tmp_path: Path) -> None:
+def test_exported_flow_programs_run_fewer_nodes_than_the_unrolled_training_head(tmp_path: Path) -> None:
+    """What one inference executes (init + N x step + finish) against the training head exported unrolled."""
     cfg = tiny_model_config(num_steps=3)
     model = _trained_looking_policy(cfg)
-    ins, outs = stage_specs(cfg)["flow"]
+    specs = stage_specs(cfg)
+    ins = specs["flow_init"][0]
     args = _flow_inputs(cfg, 2)
-    names, out_names = [t.name for t in ins], [t.name for t in outs]
 
     class Reference(torch.nn.Module):
         def __init__(self) -> None:
@@ -81,11 +82,33 @@ def test_exported_flow_stage_is_the_folded_graph_with_fewer_nodes(tmp_path: Path
             return self.head(*a)
 
     with torch.no_grad():
-        export_onnx(Reference().eval(), args, names, out_names, tmp_path / "reference.onnx")
-        export_onnx(FlowStage(model).eval(), args, names, out_names, tmp_path / "folded.onnx")
+        export_onnx(Reference().eval(), args, [t.name for t in ins], ["actions"], tmp_path / "reference.onnx")
+        nodes = {}
+        for name, module in flow_programs(model).items():
+            p_ins, p_outs = specs[name]
+            export_onnx(module, example_inputs(p_ins), [t.name for t in p_ins], [t.name for t in p_outs], tmp_path / f"{name}.onnx")
+            nodes[name] = _compute_nodes(tmp_path / f"{name}.onnx")
+    executed = nodes["flow_init"] + cfg.num_steps * nodes["flow_step"] + nodes["flow_finish"]
+    n_ref = _compute_nodes(tmp_path / "reference.onnx")
+    assert executed < 0.8 * n_ref, (nodes, n_ref)
 
-    n_ref, n_fold = _compute_nodes(tmp_path / "reference.onnx"), _compute_nodes(tmp_path / "folded.onnx")
-    assert n_fold < 0.8 * n_ref, (n_fold, n_ref)
+
+def test_flow_programs_chained_by_hand_equal_the_training_head() -> None:
+    """init -> N x step (one-hot step index) -> finish, called as the runtimes call them."""
+    cfg = tiny_model_config(num_steps=4, head_layers=2)
+    model = _trained_looking_policy(cfg)
+    progs = flow_programs(model)
+    x_in = _flow_inputs(cfg, 3)
+    with torch.inference_mode():
+        x, *kv = progs["flow_init"](*x_in)
+        assert [tuple(t.shape) for t in (x, *kv)] == [t.shape for t in stage_specs(cfg)["flow_init"][1]]
+        for i in range(cfg.num_steps):
+            x = progs["flow_step"](x, x_in[4], torch.eye(cfg.num_steps)[i : i + 1], *kv)
+        out = progs["flow_finish"](x, x_in[1], x_in[3], x_in[4])
+        ref = model.flow_head(*x_in)
+        skipped = progs["flow_finish"](progs["flow_step"](x, x_in[4], torch.eye(cfg.num_steps)[:1], *kv), x_in[1], x_in[3], x_in[4])
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=0, atol=2e-5 * float(ref.abs().max()))
+    assert not torch.allclose(skipped, ref, atol=1e-4), "one more step must change the actions"
 
 
 def _compute_nodes(p: Path) -> int:

@@ -49,11 +49,11 @@ def inputs(rt: MNNRuntime) -> dict:
 @pytest.mark.parametrize("backend", ["executorch", "mnn"])
 def test_corrupt_artifact_is_refused_by_hash(bundle_copy: Path, backend: str) -> None:
     ext = {"executorch": "pte", "mnn": "mnn"}[backend]
-    p = bundle_copy / f"flow.{ext}"
+    p = bundle_copy / f"flow_step.{ext}"
     data = bytearray(p.read_bytes())
     data[len(data) // 2] ^= 0xFF
     p.write_bytes(bytes(data))
-    with pytest.raises(BundleError, match=rf"flow\.{ext} sha256 .* does not match"):
+    with pytest.raises(BundleError, match=rf"flow_step\.{ext} sha256 .* does not match"):
         load_bundle(bundle_copy, backend)
 
 
@@ -65,14 +65,14 @@ def test_truncated_artifact_is_refused_with_its_size(bundle_copy: Path) -> None:
 
 
 def test_missing_artifact_is_named(bundle_copy: Path) -> None:
-    (bundle_copy / "flow.mnn").unlink()
-    with pytest.raises(BundleError, match=r"flow\.mnn is missing"):
+    (bundle_copy / "flow_finish.mnn").unlink()
+    with pytest.raises(BundleError, match=r"flow_finish\.mnn is missing"):
         MNNRuntime(bundle_copy)
 
 
 def test_manifest_of_another_format_version_is_refused(bundle_copy: Path) -> None:
     edit_manifest(bundle_copy, lambda m: m.update(format="omni_vla.bundle/0"))
-    with pytest.raises(BundleError, match=r"format 'omni_vla.bundle/0', this runtime reads 'omni_vla.bundle/1'"):
+    with pytest.raises(BundleError, match=r"format 'omni_vla.bundle/0', this runtime reads 'omni_vla.bundle/2'"):
         MNNRuntime(bundle_copy)
 
 
@@ -85,6 +85,21 @@ def test_bundle_from_another_library_version_is_refused(bundle_copy: Path) -> No
 def test_manifest_shapes_that_disagree_are_refused(bundle_copy: Path) -> None:
     edit_manifest(bundle_copy, lambda m: m.update(horizon=12))
     with pytest.raises(BundleError, match=r"noise: shape \(1, 16, 8\), expected \(1, 12, 8\)"):
+        read_manifest(bundle_copy)
+
+
+def test_step_input_that_flow_init_does_not_make_is_refused(bundle_copy: Path) -> None:
+    def rename(m: dict) -> None:
+        m["stages"]["flow_step"]["inputs"][3]["name"] = "k_9"
+
+    edit_manifest(bundle_copy, rename)
+    with pytest.raises(BundleError, match=r"flow_step input k_9 .*: flow_init outputs None"):
+        read_manifest(bundle_copy)
+
+
+def test_step_index_for_another_step_count_is_refused(bundle_copy: Path) -> None:
+    edit_manifest(bundle_copy, lambda m: m.update(num_steps=m["num_steps"] + 1))
+    with pytest.raises(BundleError, match=r"stage flow_step input step: shape \(1, \d+\), expected"):
         read_manifest(bundle_copy)
 
 

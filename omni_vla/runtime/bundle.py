@@ -1,7 +1,8 @@
 """Policy bundle: manifest schema, integrity checks and the shared part of every runtime (torch-free).
 
-A bundle directory holds one artifact per stage and backend (prefix.pte, flow.mnn, ...), the
-instruction-embedding table and manifest.json. Loading refuses, with a message naming the problem,
+A bundle directory holds one artifact per stage and backend (prefix.pte, flow_step.mnn, ...), the
+instruction-embedding table and manifest.json. The flow head is three stages that runtime/flow.py
+chains: flow_init (once), flow_step (N times, the step index one-hot), flow_finish (once). Loading refuses, with a message naming the problem,
 a bundle whose format, library versions, artifact hashes/sizes or tensor shapes do not match, so
 nothing can fail later inside the control loop.
 """
@@ -18,9 +19,9 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-BUNDLE_FORMAT = "omni_vla.bundle/1"
+BUNDLE_FORMAT = "omni_vla.bundle/2"
 MANIFEST_NAME = "manifest.json"
-STAGES = ("prefix", "flow")
+STAGES = ("prefix", "flow_init", "flow_step", "flow_finish")
 Backend = Literal["executorch", "mnn", "onnx"]
 # Library whose version must equal the one that wrote each backend's artifacts.
 BACKEND_LIBRARY = {"executorch": "executorch", "mnn": "mnn", "onnx": "onnx"}
@@ -81,7 +82,7 @@ class TrainingInfo(_Strict):
 
 
 class BundleManifest(_Strict):
-    format: Literal["omni_vla.bundle/1"]
+    format: Literal["omni_vla.bundle/2"]
     policy: str = "omni_vla_reference_flow_vla"
     joint_names: list[str]
     control_rate_hz: float = Field(gt=0)
@@ -113,21 +114,35 @@ class BundleManifest(_Strict):
             raise ValueError("normalization std must be > 0")
         if set(self.stages) != set(STAGES):
             raise ValueError(f"stages {sorted(self.stages)}, expected {list(STAGES)}")
+        x = (h, d)
         want = {
             "prefix": {"front": (1, 3, s, s), "wrist": (1, 3, s, s), "state": (1, d), "instruction": (1, e)},
-            "flow": {"state": (1, d), "noise": (1, h, d), "prefix": (1, h, d), "prefix_mask": (1, h, 1)},
+            "flow_init": {"state": (1, d), "noise": (1, h, d), "prefix": (1, h, d), "prefix_mask": (1, h, 1)},
+            "flow_step": {"x": x, "prefix_mask": (1, h, 1), "step": (1, self.num_steps)},
+            "flow_finish": {"x": x, "state": (1, d), "prefix": (1, h, d), "prefix_mask": (1, h, 1)},
         }
         for stage, shapes in want.items():
             got = {t.name: t.shape for t in self.stages[stage].inputs}
             for name, shape in shapes.items():
                 if got.get(name) != shape:
                     raise ValueError(f"stage {stage} input {name}: shape {got.get(name)}, expected {shape}")
-        out = self.stages["flow"].outputs
+        init, step = self.stages["flow_init"], self.stages["flow_step"]
+        if [t.name for t in step.inputs[:3]] != ["x", "prefix_mask", "step"]:
+            raise ValueError(f"flow_step inputs must start with x, prefix_mask, step; got {[t.name for t in step.inputs[:3]]}")
+        if not init.outputs or (init.outputs[0].name, init.outputs[0].shape) != ("x", x):
+            raise ValueError(f"flow_init's first output must be x {x}")
+        made = {t.name: t.shape for t in init.outputs[1:]}
+        for t in step.inputs[3:]:  # per-inference constants (context keys/values) come from flow_init
+            if made.get(t.name) != t.shape:
+                raise ValueError(f"flow_step input {t.name} {t.shape}: flow_init outputs {made.get(t.name)}")
+        if [o.shape for o in step.outputs] != [x]:
+            raise ValueError(f"flow_step output must be one {x} tensor, got {[o.shape for o in step.outputs]}")
+        out = self.stages["flow_finish"].outputs
         if len(out) != 1 or out[0].shape != (1, h, d):
-            raise ValueError(f"flow output must be one [1,{h},{d}] tensor, got {[o.shape for o in out]}")
+            raise ValueError(f"flow_finish output must be one [1,{h},{d}] tensor, got {[o.shape for o in out]}")
         ctx = self.stages["prefix"].outputs
-        if len(ctx) != 1 or {t.name: t.shape for t in self.stages["flow"].inputs}.get(ctx[0].name) != ctx[0].shape:
-            raise ValueError("prefix output must be one tensor that the flow stage takes by the same name and shape")
+        if len(ctx) != 1 or {t.name: t.shape for t in init.inputs}.get(ctx[0].name) != ctx[0].shape:
+            raise ValueError("prefix output must be one tensor that flow_init takes by the same name and shape")
         return self
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, load_bundle
+from omni_vla.runtime.flow import SteppedFlow
 
 
 _LIVE_RUNTIMES: "weakref.WeakSet[ExecuTorchRuntime]" = weakref.WeakSet()
@@ -39,7 +41,7 @@ def set_executorch_threads(num_threads: int) -> None:
 
 
 class ExecuTorchRuntime(BundleRuntimeBase):
-    """PolicyRuntime over the bundle's prefix.pte and flow.pte."""
+    """PolicyRuntime over the bundle's prefix.pte and flow_{init,step,finish}.pte."""
 
     backend = "executorch"
 
@@ -60,8 +62,6 @@ class ExecuTorchRuntime(BundleRuntimeBase):
                 self._methods[stage] = self._programs[stage].load_method("forward")
             except Exception as e:  # the C++ loader raises RuntimeError/ValueError on bad programs
                 raise BundleError(f"ExecuTorch could not load {path}: {e}") from e
-        self._buffers: dict[str, dict[str, np.ndarray]] = {}
-        self._inputs: dict[str, list[torch.Tensor]] = {}
         for stage, method in self._methods.items():
             spec = manifest.stages[stage]
             meta = method.metadata
@@ -72,39 +72,40 @@ class ExecuTorchRuntime(BundleRuntimeBase):
                 got = tuple(meta.input_tensor_meta(i).sizes())
                 if got != t.shape:
                     raise BundleError(f"{paths[stage]}: input {i} ({t.name}) has shape {got}, manifest says {t.shape}")
-            got = tuple(meta.output_tensor_meta(0).sizes())
-            if got != spec.outputs[0].shape:
-                raise BundleError(f"{paths[stage]}: output shape {got}, manifest says {spec.outputs[0].shape}")
-            self._buffers[stage] = {t.name: np.zeros(t.shape, np.float32) for t in spec.inputs}
-            self._inputs[stage] = [torch.from_numpy(self._buffers[stage][t.name]) for t in spec.inputs]
+            for i, t in enumerate(spec.outputs):
+                got = tuple(meta.output_tensor_meta(i).sizes())
+                if got != t.shape:
+                    raise BundleError(f"{paths[stage]}: output {i} ({t.name}) has shape {got}, manifest says {t.shape}")
+        f = manifest.stages["flow_init"].inputs
+        self._buffers = {t.name: np.zeros(t.shape, np.float32) for t in [*manifest.stages["prefix"].inputs, *f[2:4]]}
+        self._t = {k: torch.from_numpy(v) for k, v in self._buffers.items()}
+        self._prefix_in = [self._t[t.name] for t in manifest.stages["prefix"].inputs]
         self._mask_t = torch.from_numpy(self._mask)
-        self._flow_state_t = torch.from_numpy(self._buffers["prefix"]["state"])
+        self._flow = SteppedFlow(manifest, self._call, torch.from_numpy, lambda dst, src: dst.copy_(src))
         if warmup:
             self._run()
 
+    def _call(self, stage: str, inputs: Sequence[torch.Tensor], fresh: tuple[int, ...] | None = None) -> list[torch.Tensor]:
+        """The stage's outputs are the runtime's own buffers (no clone): overwritten by its next call."""
+        return self._methods[stage]._method(list(inputs), clone_outputs=False)
+
     def _run(self) -> torch.Tensor:
-        ctx = self._methods["prefix"]._method(self._inputs["prefix"], clone_outputs=False)[0]
-        b = self._inputs["flow"]
-        # The flow stage reads the context straight from the prefix program's output buffer.
-        flow_in = [ctx, self._flow_state_t, b[2], b[3], self._mask_t]
-        return self._methods["flow"]._method(flow_in, clone_outputs=False)[0]
+        ctx = self._call("prefix", self._prefix_in)[0]  # flow_init reads the prefix program's output buffer
+        return self._flow(ctx, self._t["state"], self._t["noise"], self._t["prefix"], self._mask_t)
 
     def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
               prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
         self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
-        p, f = self._buffers["prefix"], self._buffers["flow"]
-        np.copyto(p["front"], front)
-        np.copyto(p["wrist"], wrist)
-        np.copyto(p["state"], state)
-        np.copyto(p["instruction"], instruction)
-        np.copyto(f["noise"], noise)
-        np.copyto(f["prefix"], prefix)
+        b = self._buffers
+        for name, arr in (("front", front), ("wrist", wrist), ("state", state), ("instruction", instruction),
+                          ("noise", noise), ("prefix", prefix)):
+            np.copyto(b[name], arr)
         self._set_mask(prefix_len)
         np.copyto(out, self._run().numpy()[0])
 
     def run_prefix(self) -> None:
         """The prefix stage alone on the last infer()'s inputs (profiling: how the time splits)."""
-        self._methods["prefix"]._method(self._inputs["prefix"], clone_outputs=False)
+        self._call("prefix", self._prefix_in)
 
     def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
                    context: np.ndarray, noise: np.ndarray, prefix: np.ndarray, prefix_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,12 +113,11 @@ class ExecuTorchRuntime(BundleRuntimeBase):
         def t(x: np.ndarray) -> torch.Tensor:  # ExecuTorch reads raw memory: strides must be C-contiguous
             return torch.from_numpy(np.ascontiguousarray(x, np.float32))
 
-        ctx = self._methods["prefix"].execute([t(front), t(wrist), t(state), t(instruction)])[0].numpy().copy()
+        ctx = self._call("prefix", [t(front), t(wrist), t(state), t(instruction)])[0].numpy().copy()
         mask = self._set_mask(prefix_len).copy()
-        act = self._methods["flow"].execute([t(context), t(state), t(noise), t(prefix), t(mask)])[0].numpy().copy()
+        act = self._flow(t(context), t(state), t(noise), t(prefix), t(mask)).numpy().copy()
         return ctx, act[0]
 
     def close(self) -> None:
         self._methods.clear()
-        self._inputs.clear()
         self._programs.clear()

@@ -10,10 +10,12 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Sequence
 
 import numpy as np
 
 from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, load_bundle
+from omni_vla.runtime.flow import SteppedFlow
 
 
 def import_mnn() -> ModuleType:
@@ -34,7 +36,7 @@ def import_mnn() -> ModuleType:
 
 
 class MNNRuntime(BundleRuntimeBase):
-    """PolicyRuntime over the bundle's prefix.mnn and flow.mnn."""
+    """PolicyRuntime over the bundle's prefix.mnn and flow_{init,step,finish}.mnn."""
 
     backend = "mnn"
 
@@ -54,29 +56,29 @@ class MNNRuntime(BundleRuntimeBase):
                 raise BundleError(f"MNN could not load {path}")
             self._modules[stage] = mod
             self._vars[stage] = [MNN.expr.placeholder(list(t.shape), MNN.expr.NCHW, MNN.expr.dtype.float) for t in spec.inputs]
-        self._ctx_shape = manifest.stages["prefix"].outputs[0].shape
+        self._out_shapes = {k: [t.shape for t in manifest.stages[k].outputs] for k in paths}
+        self._flow = SteppedFlow(manifest, self._call, lambda a: a, np.copyto)
         self._result = np.zeros((self.horizon, self.action_dim), np.float32)
         if warmup:
             z = {n: np.zeros(s, np.float32) for n, s in self._shapes.items()}
             self.infer(z["front"], z["wrist"], z["state"], z["instruction"], z["prefix"], 0, z["noise"], self._result)
 
+    def _call(self, stage: str, inputs: Sequence[np.ndarray], fresh: tuple[int, ...] | None = None) -> list[np.ndarray]:
+        """Write the changed inputs into the stage's placeholders, run it; outputs are views MNN overwrites next call."""
+        v = self._vars[stage]
+        for i in range(len(v)) if fresh is None else fresh:
+            v[i].write(inputs[i])
+        outs = [o.read() for o in self._modules[stage].forward(v)]
+        got = [o.shape for o in outs]
+        if got != self._out_shapes[stage]:
+            raise BundleError(f"MNN stage {stage} returned {got}, manifest says {self._out_shapes[stage]}")
+        return outs
+
     def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
               prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
         self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
-        pv, fv = self._vars["prefix"], self._vars["flow"]
-        pv[0].write(front)
-        pv[1].write(wrist)
-        pv[2].write(state)
-        pv[3].write(instruction)
-        ctx = self._modules["prefix"].forward(pv)[0].read()
-        if ctx.shape != self._ctx_shape:
-            raise BundleError(f"MNN prefix stage returned {ctx.shape}, manifest says {self._ctx_shape}")
-        fv[0].write(np.ascontiguousarray(ctx, np.float32))
-        fv[1].write(state)
-        fv[2].write(noise)
-        fv[3].write(prefix)
-        fv[4].write(self._set_mask(prefix_len))
-        res = self._modules["flow"].forward(fv)[0].read()
+        ctx = self._call("prefix", (front, wrist, state, instruction))[0]
+        res = self._flow(np.ascontiguousarray(ctx, np.float32), state, noise, prefix, self._set_mask(prefix_len))
         np.copyto(out, res.reshape(out.shape))
 
     def run_prefix(self) -> None:
@@ -86,13 +88,11 @@ class MNNRuntime(BundleRuntimeBase):
     def run_stages(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
                    context: np.ndarray, noise: np.ndarray, prefix: np.ndarray, prefix_len: int) -> tuple[np.ndarray, np.ndarray]:
         """Each stage on its own (diagnostics/parity, allocates): (context from the images, actions from `context`)."""
-        pv, fv = self._vars["prefix"], self._vars["flow"]
-        for v, x in zip(pv, (front, wrist, state, instruction)):
-            v.write(x)
-        ctx = np.array(self._modules["prefix"].forward(pv)[0].read(), np.float32)
-        for v, x in zip(fv, (context, state, noise, prefix, self._set_mask(prefix_len))):
-            v.write(np.ascontiguousarray(x, np.float32))
-        act = np.array(self._modules["flow"].forward(fv)[0].read(), np.float32)
+        def c(x: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(x, np.float32)
+
+        ctx = np.array(self._call("prefix", (c(front), c(wrist), c(state), c(instruction)))[0], np.float32)
+        act = np.array(self._flow(c(context), c(state), c(noise), c(prefix), self._set_mask(prefix_len)), np.float32)
         return ctx, act.reshape(self.horizon, self.action_dim)
 
     def close(self) -> None:
