@@ -37,6 +37,13 @@ def test_export_writes_every_artifact_and_a_valid_manifest(tiny_bundle: Path) ->
     assert raw["format"] == "omni_vla.bundle/2"
 
 
+def test_each_flow_program_stores_only_the_weights_it_reads(tiny_bundle: Path) -> None:
+    """All three programs wrap one folded head; unpruned, finish and init would each carry all its weights."""
+    size = {p: (tiny_bundle / f"flow_{p}.pte").stat().st_size for p in ("init", "step", "finish")}
+    assert size["finish"] < 0.25 * size["step"], size
+    assert size["init"] < 0.5 * size["step"], size
+
+
 def test_manifest_normalisation_equals_the_graph_buffers(tiny_bundle: Path) -> None:
     m = read_manifest(tiny_bundle)
     model = policy_from_checkpoint(load_checkpoint(tiny_bundle / "policy.pt"))
