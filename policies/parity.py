@@ -107,12 +107,14 @@ def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
 
 
 def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1) -> dict:
+    from omni_vla.runtime.bundle import read_manifest
     from omni_vla.runtime.executorch import ExecuTorchRuntime
     from omni_vla.runtime.mnn import MNNRuntime
     from omni_vla.runtime.text import InstructionError
     from omni_vla_policies.torch_runtime import TorchRuntime
 
     obs, source = observations(bundle_dir, dataset, n, seed)
+    man = read_manifest(bundle_dir)
     rts = {"torch": TorchRuntime(bundle_dir, threads), "executorch": ExecuTorchRuntime(bundle_dir, threads),
            "mnn": MNNRuntime(bundle_dir, threads)}
     h, d = rts["torch"].horizon, rts["torch"].action_dim
@@ -143,7 +145,7 @@ def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed
                     "prefix_pin_max_abs": pin_err, "instruction_fallbacks": fallbacks}
     for name in ("executorch", "mnn"):
         got = {k: np.stack(v) for k, v in res[name].items()}
-        report[name] = {**_stats(ref["actions"], got["actions"]),
+        report[name] = {"compute_dtype": man.compute_dtype(name), **_stats(ref["actions"], got["actions"]),
                         "snr_db_delta": round(snr_db(ref["delta"], got["delta"]), 2),
                         "stages": {"prefix": _stats(ref["context"], got["context"]), "flow": _stats(ref["flow"], got["flow"])}}
     for rt in rts.values():

@@ -78,6 +78,25 @@ def test_parity_torch_executorch_mnn_above_40_db(tiny_bundle: Path) -> None:
     assert rep["prefix_pin_max_abs"] <= 1e-6
 
 
+def test_float16_executorch_programs_keep_the_float32_contract_above_40_db(tiny_bundle: Path, tmp_path: Path) -> None:
+    from omni_vla.runtime.bundle import load_bundle
+    from omni_vla_policies.export import export_bundle
+    from omni_vla_policies.parity import run_parity
+
+    half = export_bundle(load_checkpoint(tiny_bundle / "policy.pt"), tmp_path / "half", executorch_dtype="float16")
+    m = read_manifest(half)
+    assert (m.compute_dtype("executorch"), m.compute_dtype("mnn")) == ("float16", "float32")
+    ref_stages = read_manifest(tiny_bundle).stages
+    assert all((s.inputs, s.outputs) == (ref_stages[k].inputs, ref_stages[k].outputs) for k, s in m.stages.items())
+    load_bundle(half, "executorch")
+    rep, ref = run_parity(half, dataset=None, n=8, seed=1), run_parity(tiny_bundle, dataset=None, n=8, seed=1)
+    assert rep["executorch"]["compute_dtype"] == "float16" and ref["executorch"]["compute_dtype"] == "float32"
+    assert rep["executorch"]["snr_db"] >= 40 and rep["executorch"]["snr_db_delta"] >= 40, rep
+    # Really computed in half precision: far from the float32 programs' agreement with PyTorch.
+    assert rep["executorch"]["snr_db"] < ref["executorch"]["snr_db"] - 20, (rep, ref)
+    assert rep["mnn"]["snr_db"] == ref["mnn"]["snr_db"]
+
+
 def test_parity_cli_prints_the_contract_json(tiny_bundle: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from omni_vla_policies.parity import main
 

@@ -44,6 +44,17 @@ def test_training_loss_falls_and_checkpoint_records_provenance(demos: Path, tmp_
     assert out.stat().st_size < 5e6
 
 
+def test_compiled_bfloat16_training_still_learns_and_saves_float32_weights(demos: Path, tmp_path: Path) -> None:
+    # The fast path (results/one_hour/policy_fast.yaml): bf16 must stay inside the loss, never reach the weights
+    # the exporters and runtimes read.
+    before = train(tiny_config(demos, tmp_path / "init.pt", max_steps=1), log=lambda s: None)["val_loss"]
+    out = tmp_path / "policy.pt"
+    summary = train(tiny_config(demos, out, compile=True, bf16_autocast=True), log=lambda s: None)
+    assert summary["val_loss"] < 0.9 * before, f"held-out loss did not fall: {before:.3f} -> {summary['val_loss']:.3f}"
+    state = load_checkpoint(out)["state_dict"]
+    assert {v.dtype for v in state.values() if v.is_floating_point()} == {torch.float32}
+
+
 def test_periodic_saves_create_an_output_directory_that_did_not_exist(demos: Path, tmp_path: Path) -> None:
     out = tmp_path / "runs" / "round3" / "policy.pt"
     train(tiny_config(demos, out, max_steps=2, save_every=1), log=lambda s: None)

@@ -45,6 +45,8 @@ class ArtifactSpec(_Strict):
     file: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size_bytes: int = Field(ge=1)
+    # What the artifact computes in; its inputs and outputs stay the stage's TensorSpec dtypes either way.
+    compute_dtype: Literal["float32", "float16"] = "float32"
 
 
 class StageSpec(_Strict):
@@ -98,6 +100,11 @@ class BundleManifest(_Strict):
     versions: dict[str, str]
     training: TrainingInfo
     torch_checkpoint: ArtifactSpec | None = None  # policy.pt: weights for eager PyTorch (parity, bench, re-export)
+
+    def compute_dtype(self, backend: str) -> str:
+        """What `backend`'s artifacts compute in ("mixed" if the stages differ): reports must say it."""
+        found = {s.artifacts[backend].compute_dtype for s in self.stages.values() if backend in s.artifacts}
+        return found.pop() if len(found) == 1 else "mixed"
 
     @model_validator(mode="after")
     def _consistent(self) -> "BundleManifest":
@@ -154,9 +161,9 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def artifact_spec(bundle_dir: str | Path, file: str) -> ArtifactSpec:
+def artifact_spec(bundle_dir: str | Path, file: str, compute_dtype: str = "float32") -> ArtifactSpec:
     p = Path(bundle_dir) / file
-    return ArtifactSpec(file=file, sha256=sha256_file(p), size_bytes=p.stat().st_size)
+    return ArtifactSpec(file=file, sha256=sha256_file(p), size_bytes=p.stat().st_size, compute_dtype=compute_dtype)
 
 
 def write_json_atomic(path: str | Path, obj: dict) -> None:
