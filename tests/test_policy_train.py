@@ -45,7 +45,7 @@ def test_training_loss_falls_and_checkpoint_records_provenance(demos: Path, tmp_
 
 
 def test_compiled_bfloat16_training_still_learns_and_saves_float32_weights(demos: Path, tmp_path: Path) -> None:
-    # The fast path (results/one_hour/policy_fast.yaml): bf16 must stay inside the loss, never reach the weights
+    # The path config/policy.yaml trains with: bf16 must stay inside the loss, never reach the weights
     # the exporters and runtimes read.
     before = train(tiny_config(demos, tmp_path / "init.pt", max_steps=1), log=lambda s: None)["val_loss"]
     out = tmp_path / "policy.pt"
