@@ -1,6 +1,8 @@
 """Training on the synthetic demo fixture: the loss falls, and the checkpoint records what it came from."""
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,7 @@ import torch
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, read_episodes
 from omni_vla_policies.export import load_checkpoint
 from omni_vla_policies.testing import TASKS, write_synthetic_dataset
-from omni_vla_policies.train import Batches, TrainConfig, load_config, train
+from omni_vla_policies.train import Batches, TrainConfig, cycle_at, load_config, lr_at, train
 from omni_vla_sim.dataset import read_episode, write_episode
 
 TINY_MODEL = {"width": 32, "heads": 2, "prefix_layers": 1, "head_layers": 1, "mlp_ratio": 2,
@@ -178,3 +180,43 @@ def test_balanced_batches_draw_each_task_equally_however_skewed_the_dataset(bala
     drawn = np.concatenate([batches.rows(64) for _ in range(200)])
     assert np.isin(drawn, idx).all()
     assert abs(np.mean(arr.task_index[drawn] == 1) - minor_share) < 0.03
+
+
+def test_task_weights_set_each_tasks_share_of_the_batch_rows() -> None:
+    arr = _skewed_arrays(900, 100)
+    cfg = TrainConfig(balance_tasks=True, task_weights={"minor": 3.0}, model={"max_prefix": 2})
+    batches = Batches(arr, np.arange(len(arr)), torch.zeros(2, 3), cfg, seed=0)
+    drawn = np.concatenate([batches.rows(64) for _ in range(200)])
+    assert abs(np.mean(arr.task_index[drawn] == 1) - 0.75) < 0.03
+
+
+@pytest.mark.parametrize("weights, balance, message", [
+    ({"mnior": 2.0}, True, "mnior"), ({"minor": 0.0}, True, "must be > 0"), ({"minor": 2.0}, False, "balance_tasks")])
+def test_task_weights_that_cannot_apply_are_refused_by_name(weights: dict, balance: bool, message: str) -> None:
+    cfg = TrainConfig(balance_tasks=balance, task_weights=weights, model={"max_prefix": 2})
+    with pytest.raises(ValueError, match=message):
+        Batches(_skewed_arrays(90, 10), np.arange(100), torch.zeros(2, 3), cfg, seed=0)
+
+
+def test_later_cycles_restart_the_learning_rate_and_each_ends_low() -> None:
+    cfg = TrainConfig(lr=1e-3, warmup_steps=30, cycles=3, base_fraction=0.5, restart_lr_scale=0.5)
+    assert [cycle_at(cfg, p)[0] for p in (0.0, 0.49, 0.5, 0.74, 0.76, 1.0)] == [0, 0, 1, 1, 2, 2]
+    assert lr_at(cfg, 1000, 0.499) < 0.06e-3  # end of the base cycle: 5% of the peak
+    assert lr_at(cfg, 1000, 0.5, cycle_step=0) == pytest.approx(0.5e-3 / 10)  # restart: a warm-up a third as long
+    assert lr_at(cfg, 1100, 0.51, cycle_step=100) == pytest.approx(0.5e-3, rel=0.01)
+    assert lr_at(cfg, 2000, 0.999, cycle_step=500) < 0.03e-3
+    assert lr_at(TrainConfig(lr=1e-3, warmup_steps=30), 1000, 0.5) == pytest.approx(0.525e-3)  # one cycle: plain cosine
+
+
+def test_cycled_training_averages_the_later_cycles_snapshots_and_still_learns(demos: Path, tmp_path: Path) -> None:
+    before = train(tiny_config(demos, tmp_path / "init.pt", max_steps=1), log=lambda s: None)["val_loss"]
+    events: list[dict] = []
+    out = tmp_path / "soup.pt"
+    summary = train(tiny_config(demos, out, cycles=3, base_fraction=0.5), log=lambda s: events.append(json.loads(s)))
+    ends = [e for e in events if e.get("event") == "cycle_end"]
+    assert [(e["cycle"], e["snapshots"]) for e in ends] == [(0, 0), (1, 1), (2, 2)]
+    assert summary["averaged_snapshots"] == 2
+    lr = {e["step"]: e["lr"] for e in events if "lr" in e}
+    assert lr[35] > 3 * lr[30]  # the base cycle ends at step 30; the second began at its (restarted) peak
+    assert summary["val_loss"] < 0.9 * before
+    assert load_checkpoint(out)["final"] is True
