@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, normalization_stats, read_episodes
 from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint
@@ -43,6 +43,8 @@ class TrainConfig(BaseModel):
     weight_decay: float = 0.01
     warmup_steps: int = 300
     ema_decay: float = Field(0.999, ge=0, lt=1)
+    extra_ema_decays: list[float] = Field(default_factory=list, description=(
+        "more EMA tracks from the same run, each saved as <out stem>_ema<decay>.pt: one hour compares several decays"))
     grad_clip: float = 1.0
     val_fraction: float = Field(0.05, ge=0, lt=1)
     augment_shift_px: int = 4
@@ -62,6 +64,18 @@ class TrainConfig(BaseModel):
     model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
+
+    @model_validator(mode="after")
+    def _distinct_ema_tracks(self) -> "TrainConfig":
+        d = self.extra_ema_decays
+        if any(not 0 < x < 1 or x == self.ema_decay for x in d) or len(set(d)) != len(d):
+            raise ValueError(f"extra_ema_decays: each must be in (0, 1), distinct, and not ema_decay {self.ema_decay}; got {d}")
+        return self
+
+
+def extra_ema_path(out: Path, decay: float) -> Path:
+    """Where the EMA track of `decay` is saved next to the main checkpoint."""
+    return out.with_name(f"{out.stem}_ema{decay:g}{out.suffix}")
 
 
 def load_config(path: Path | None, overrides: dict) -> TrainConfig:
@@ -215,6 +229,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
     ema = deepcopy(model).eval()
     for p in ema.parameters():
         p.requires_grad_(False)
+    tracks = {d: deepcopy(ema) for d in cfg.extra_ema_decays}
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (no_decay if p.ndim < 2 or "pos" in n or "type" in n else decay).append(p)
@@ -232,9 +247,10 @@ def train(cfg: TrainConfig, log=print) -> dict:
     step = 0
     cfg_dump = json.loads(cfg.model_dump_json())
 
-    def checkpoint(final: bool) -> dict:
+    def checkpoint(final: bool, net: VLAPolicy | None = None, decay: float | None = None) -> dict:
         return {
-            "format": CHECKPOINT_FORMAT, "model_config": mcfg.to_dict(), "state_dict": ema.state_dict(),
+            "format": CHECKPOINT_FORMAT, "model_config": mcfg.to_dict(), "state_dict": (net or ema).state_dict(),
+            "ema_decay": decay or cfg.ema_decay,
             "normalization": stats, "joint_names": joint_names, "control_rate_hz": cfg.control_rate_hz,
             "instructions": table, "instruction_embeddings": emb_np, "trained_instructions": arr.instructions,
             "held_out_instructions": held_out, "seed": cfg.seed,
@@ -277,9 +293,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         with torch.no_grad():
-            k = min(cfg.ema_decay, (1 + step) / (10 + step))
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1 - k)
+            params = list(model.parameters())
+            for net, decay in [(ema, cfg.ema_decay), *((t, d) for d, t in tracks.items())]:
+                torch._foreach_lerp_(list(net.parameters()), params, 1 - min(decay, (1 + step) / (10 + step)))
         lv = loss.item()
         running = lv if running is None else 0.98 * running + 0.02 * lv
         step += 1
@@ -292,6 +308,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
             log(json.dumps(rec))
         if cfg.save_every and step % cfg.save_every == 0:
             save_checkpoint(checkpoint(False), cfg.out)
+            for d, t in tracks.items():
+                save_checkpoint(checkpoint(False, t, d), extra_ema_path(cfg.out, d))
     if cfg.cycles > 1:
         end_cycle()
         if soup:
@@ -302,6 +320,10 @@ def train(cfg: TrainConfig, log=print) -> dict:
                "averaged_snapshots": len(soup)}
     if val_batches is not None:
         summary["val_loss"] = validate(ema, val_batches, cfg)
+    for d, t in tracks.items():
+        if val_batches is not None:
+            summary[f"val_loss_ema{d:g}"] = validate(t, val_batches, cfg)
+        save_checkpoint(checkpoint(True, t, d), extra_ema_path(cfg.out, d))
     save_checkpoint(checkpoint(True), cfg.out)
     summary["checkpoint"] = str(cfg.out)
     summary["checkpoint_mb"] = round(cfg.out.stat().st_size / 1e6, 2)

@@ -220,3 +220,23 @@ def test_cycled_training_averages_the_later_cycles_snapshots_and_still_learns(de
     assert lr[35] > 3 * lr[30]  # the base cycle ends at step 30; the second began at its (restarted) peak
     assert summary["val_loss"] < 0.9 * before
     assert load_checkpoint(out)["final"] is True
+
+
+def test_extra_ema_tracks_are_saved_beside_the_checkpoint_with_their_own_weights(demos: Path, tmp_path: Path) -> None:
+    out = tmp_path / "policy.pt"
+    # Both tracks start on the (1+step)/(10+step) warm-up; past step 9 the main track's 0.5 caps it.
+    summary = train(tiny_config(demos, out, ema_decay=0.5, extra_ema_decays=[0.99], save_every=20), log=lambda s: None)
+    main, slow = load_checkpoint(out), load_checkpoint(tmp_path / "policy_ema0.99.pt")
+    assert (main["ema_decay"], slow["ema_decay"]) == (0.5, 0.99)
+    assert slow["steps"] == main["steps"] == 60 and slow["final"] is True
+    # A slower average lags further behind the trained weights: the tracks must really differ.
+    diff = max(float((main["state_dict"][k] - slow["state_dict"][k]).abs().max()) for k in main["state_dict"]
+               if main["state_dict"][k].is_floating_point())
+    assert diff > 1e-3
+    assert "val_loss_ema0.99" in summary
+
+
+@pytest.mark.parametrize("decays", [[0.9], [0.99, 0.99], [1.0]])
+def test_extra_ema_decays_that_repeat_or_leave_0_1_are_refused(decays: list[float]) -> None:
+    with pytest.raises(ValueError, match="extra_ema_decays"):
+        TrainConfig(ema_decay=0.9, extra_ema_decays=decays)
