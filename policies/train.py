@@ -44,7 +44,8 @@ class TrainConfig(BaseModel):
     warmup_steps: int = 300
     ema_decay: float = Field(0.999, ge=0, lt=1)
     extra_ema_decays: list[float] = Field(default_factory=list, description=(
-        "more EMA tracks from the same run, each saved as <out stem>_ema<decay>.pt: one hour compares several decays"))
+        "more EMA tracks from the same run, each saved as <out stem>_ema<decay>.pt: one hour compares several decays; "
+        "with cycles > 1 only the main track is souped"))
     grad_clip: float = 1.0
     val_fraction: float = Field(0.05, ge=0, lt=1)
     augment_shift_px: int = 4
