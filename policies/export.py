@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -262,20 +263,21 @@ def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = (
     return out_dir
 
 
-def with_task_instructions(ckpt: dict) -> dict:
-    """Add MiniLM embeddings of the task suite's untrained phrasings to the lookup table.
+def with_task_instructions(ckpt: dict, encode: Callable[[list[str]], np.ndarray] | None = None) -> dict:
+    """Add embeddings of the task suite's untrained phrasings to the lookup table (MiniLM unless `encode`).
 
     They are what the text encoder would produce on the robot; the policy never trained on them,
     which is what the held-out language evaluation measures.
     """
-    from omni_vla_policies.text_encoder import encode_texts
     from omni_vla_sim.tasks import TASKS
 
+    if encode is None:
+        from omni_vla_policies.text_encoder import encode_texts as encode
     known = list(ckpt["instructions"])
     extra = [i.text for t in TASKS.values() for i in t.instructions if i.text not in known]
     if not extra:
         return ckpt
-    emb = np.vstack([np.asarray(ckpt["instruction_embeddings"], np.float32), encode_texts(extra)])
+    emb = np.vstack([np.asarray(ckpt["instruction_embeddings"], np.float32), np.asarray(encode(extra), np.float32)])
     return {**ckpt, "instructions": known + extra, "instruction_embeddings": emb}
 
 

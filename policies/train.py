@@ -5,7 +5,8 @@
 Each step: a batch of observations, their H-step action chunks and instruction embeddings (MiniLM,
 computed once per distinct instruction); prefix conditioning draws d ~ U{0..max_prefix} pinned rows
 per sample; `flow_repeats` noise/time draws share one encoder pass. Saves an EMA-weight checkpoint
-(seed, config, dataset sha256, normalisation statistics, instruction table) atomically.
+(seed, config, dataset sha256, normalisation statistics, instruction table) atomically. With
+`recovery_episodes`, the policy makes recovery data between cycles (policies/recovery_rounds.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import time
 from copy import deepcopy
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -24,8 +26,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, normalization_stats, read_episodes
-from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint
+from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint, with_task_instructions
 from omni_vla_policies.model import ModelConfig, VLAPolicy, count_params
+from omni_vla_policies.recovery_rounds import add_round_rows, collect_round
 
 
 class TrainConfig(BaseModel):
@@ -62,6 +65,11 @@ class TrainConfig(BaseModel):
     cycles: int = Field(1, ge=1, description="cosine cycles; with > 1 the checkpoint is the mean of the EMA at the end of cycles 2.. (snapshot soup)")
     base_fraction: float = Field(0.5, gt=0, lt=1, description="share of the budget in the first cycle when cycles > 1")
     restart_lr_scale: float = Field(0.75, gt=0, le=1, description="peak LR of cycles 2.. relative to lr")
+    recovery_episodes: int = Field(0, ge=0, description=(
+        "per task: at the end of every cycle but the last, the EMA policy runs this many recovery episodes "
+        "(sim/recovery.py) and the written ones join the training rows; needs cycles > 1"))
+    recovery_handover: Literal["random", "failure"] = "random"
+    recovery_workers: int = Field(2, ge=1, description="simulator processes while the training clock is paused")
     model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
@@ -73,10 +81,21 @@ class TrainConfig(BaseModel):
             raise ValueError(f"extra_ema_decays: each must be in (0, 1), distinct, and not ema_decay {self.ema_decay}; got {d}")
         return self
 
+    @model_validator(mode="after")
+    def _recovery_needs_cycles(self) -> "TrainConfig":
+        if self.recovery_episodes and self.cycles < 2:
+            raise ValueError(f"recovery_episodes: {self.recovery_episodes} needs cycles > 1 (rounds are collected between cycles)")
+        return self
+
 
 def extra_ema_path(out: Path, decay: float) -> Path:
     """Where the EMA track of `decay` is saved next to the main checkpoint."""
     return out.with_name(f"{out.stem}_ema{decay:g}{out.suffix}")
+
+
+def last_cycle_path(out: Path) -> Path:
+    """Where the EMA at the end of the last cycle is saved when the checkpoint is a snapshot soup."""
+    return out.with_name(f"{out.stem}_last_cycle{out.suffix}")
 
 
 def load_config(path: Path | None, overrides: dict) -> TrainConfig:
@@ -257,6 +276,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
             "held_out_instructions": held_out, "seed": cfg.seed,
             "dataset_sha256": ds_hash, "train_config": cfg_dump, "steps": step, "final": final,
             "final_loss": running, "history": history, "torch_version": torch.__version__,
+            "recovery_rounds": rounds,
         }
 
     # Measured on this 2-core box (results/one_hour/): eager 287 ms/step, bf16 212, compiled alone 318,
@@ -267,6 +287,7 @@ def train(cfg: TrainConfig, log=print) -> dict:
     # data it lost 9 points to a single cosine (results/one_hour/), so config/policy.yaml keeps cycles: 1.
     soup: list[dict[str, torch.Tensor]] = []
     cycle, cycle_start = 0, 0
+    rounds: list[dict] = []
 
     def end_cycle() -> None:
         if cycle > 0:
@@ -281,6 +302,20 @@ def train(cfg: TrainConfig, log=print) -> dict:
         now, _ = cycle_at(cfg, progress)
         if now != cycle:
             end_cycle()
+            if cfg.recovery_episodes:
+                paused = time.monotonic()
+                ckpt = with_task_instructions(checkpoint(False), lambda texts: instruction_embeddings(texts, cfg.embeddings, mcfg.embedding_dim))
+                info = collect_round(ckpt, cfg.out.parent / f"{cfg.out.stem}_recovery" / f"round{cycle + 1}", cycle + 1,
+                                     cfg.recovery_episodes, arr.tasks, cfg.recovery_handover, cfg.recovery_workers)
+                n0 = len(arr)
+                arr, table, emb_np = add_round_rows(arr, held_out, ckpt, info, mcfg.horizon, mcfg.aux_offsets)
+                emb = torch.from_numpy(emb_np[: len(arr.instructions)])
+                train_idx = np.concatenate([train_idx, np.arange(n0, len(arr))])  # recovery rows train, never validate
+                batches = Batches(arr, train_idx, emb, cfg, cfg.seed + 10 + cycle)
+                val_batches = Batches(arr, val_idx, emb, cfg, cfg.seed + 1) if len(val_idx) else None
+                rounds.append(info)
+                log(json.dumps({"event": "recovery_round", **info, "train_samples": int(len(train_idx))}))
+                t0 += time.monotonic() - paused  # the schedule and the budget count training time only
             cycle, cycle_start = now, step
         for g in opt.param_groups:
             g["lr"] = lr_at(cfg, step, progress, step - cycle_start)
@@ -313,12 +348,14 @@ def train(cfg: TrainConfig, log=print) -> dict:
                 save_checkpoint(checkpoint(False, t, d), extra_ema_path(cfg.out, d))
     if cfg.cycles > 1:
         end_cycle()
+        save_checkpoint(checkpoint(True), last_cycle_path(cfg.out))
         if soup:
             mean = {k: torch.stack([s[k].float() for s in soup]).mean(0).to(v.dtype) if v.is_floating_point() else v
                     for k, v in ema.state_dict().items()}
             ema.load_state_dict(mean)
     summary = {"steps": step, "final_loss_avg": running, "minutes": round((time.monotonic() - t0) / 60, 2),
-               "averaged_snapshots": len(soup)}
+               "averaged_snapshots": len(soup), "wall_minutes": round((time.monotonic() - t_start) / 60, 2),
+               "recovery_minutes": round(sum(r["minutes"] for r in rounds), 2), "train_samples": int(len(train_idx))}
     if val_batches is not None:
         summary["val_loss"] = validate(ema, val_batches, cfg)
     for d, t in tracks.items():

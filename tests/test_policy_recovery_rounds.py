@@ -1,0 +1,104 @@
+"""Recovery rounds inside one training run (policies/recovery_rounds.py): the policy being trained drives
+the simulator between cycles, and the expert's recoveries become training rows of the next cycle."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from omni_vla_policies.dataset import TrainArrays
+from omni_vla_policies.export import load_checkpoint
+from omni_vla_policies.recovery_rounds import ROUND_SEED_STRIDE, append_arrays, round_seeds
+from omni_vla_policies.testing import write_synthetic_dataset
+from omni_vla_policies.train import TrainConfig, last_cycle_path, train
+from omni_vla_sim.dataset import read_episode
+from omni_vla_sim.recovery import RECOVERY_SEED_BASE
+from omni_vla_sim.tasks import EVAL_SEED_BASE
+
+TINY_MODEL = {"width": 32, "heads": 2, "prefix_layers": 1, "head_layers": 1, "mlp_ratio": 2,
+              "cnn_channels": [8, 16, 16], "num_steps": 3, "max_prefix": 4}
+
+
+def _arrays(tasks: list[str], instructions: list[str], task_index: list[int], instr_index: list[int],
+            episode_index: list[int], value: float) -> TrainArrays:
+    n = len(task_index)
+    return TrainArrays(
+        front=np.full((n, 4, 4, 3), value, np.uint8), wrist=np.full((n, 4, 4, 3), value, np.uint8),
+        state=np.full((n, 8), value, np.float32), chunks=np.full((n, 2, 8), value, np.float32),
+        instr_index=np.array(instr_index, np.int64), instructions=instructions,
+        episode_index=np.array(episode_index, np.int64), future=np.full((n, 1, 8), value, np.float32),
+        task_index=np.array(task_index, np.int64), tasks=tasks,
+    )
+
+
+def test_appended_rows_keep_their_phrase_task_and_episode_under_the_first_tables() -> None:
+    arr = _arrays(["pick_red", "touch_yellow"], ["pick up the red cube", "touch the yellow ball"],
+                  [0, 0, 1], [0, 0, 1], [0, 0, 1], 1)
+    new = _arrays(["touch_yellow"], ["tap the yellow sphere", "touch the yellow ball"], [0, 0], [0, 1], [0, 1], 2)
+    out = append_arrays(arr, new)
+    assert len(out) == 5 and out.tasks == arr.tasks
+    assert out.instructions == ["pick up the red cube", "touch the yellow ball", "tap the yellow sphere"]
+    assert [out.instructions[i] for i in out.instr_index[3:]] == ["tap the yellow sphere", "touch the yellow ball"]
+    assert out.task_index[3:].tolist() == [1, 1]  # touch_yellow is row 1 of the first table, not row 0
+    assert out.episode_index.tolist() == [0, 0, 1, 2, 3]  # new episodes never merge with old ones
+    assert (out.front[3:] == 2).all() and (out.future[:3] == 1).all()
+
+
+def test_recovery_rows_of_a_task_the_dataset_lacks_are_refused_by_name() -> None:
+    arr = _arrays(["pick_red"], ["pick up the red cube"], [0], [0], [0], 1)
+    new = _arrays(["stack_red_on_blue"], ["stack the red cube on the blue cube"], [0], [0], [0], 2)
+    with pytest.raises(ValueError, match="stack_red_on_blue"):
+        append_arrays(arr, new)
+
+
+def test_recovery_episodes_need_a_later_cycle_to_train_on() -> None:
+    with pytest.raises(ValueError, match="needs cycles > 1"):
+        TrainConfig(recovery_episodes=10, cycles=1)
+    assert TrainConfig(recovery_episodes=10, cycles=2).recovery_episodes == 10
+
+
+def test_round_seeds_are_disjoint_and_stay_in_the_recovery_range() -> None:
+    a, b = round_seeds(1, 300), round_seeds(2, 300)
+    assert not set(a) & set(b)
+    assert RECOVERY_SEED_BASE <= min(a) and max(b) < EVAL_SEED_BASE
+    with pytest.raises(ValueError, match="at most"):
+        round_seeds(1, ROUND_SEED_STRIDE + 1)
+    with pytest.raises(ValueError, match="evaluation range"):
+        round_seeds(25, 10)
+
+
+@pytest.mark.slow
+def test_a_round_runs_the_cycles_policy_and_its_recoveries_become_training_rows(tmp_path: Path) -> None:
+    demos = write_synthetic_dataset(tmp_path / "demos", episodes_per_task=3, steps=30, held_out_every=3)
+    out = tmp_path / "run" / "policy.pt"
+    cfg = TrainConfig.model_validate(dict(
+        dataset=demos, out=out, seed=3, num_threads=2, max_minutes=10.0, max_steps=45, batch_size=12, lr=3e-3,
+        warmup_steps=5, ema_decay=0.9, log_every=5, save_every=0, val_fraction=0.1, embeddings="random",
+        model=TINY_MODEL, cycles=3, recovery_episodes=1, recovery_workers=2))
+    events: list[dict] = []
+    summary = train(cfg, log=lambda s: events.append(json.loads(s)))
+    start = next(e for e in events if e.get("event") == "start")
+    rounds = [e for e in events if e.get("event") == "recovery_round"]
+    assert [r["round"] for r in rounds] == [1, 2] and all(r["ran"] == 4 for r in rounds)  # 1 seed x 4 tasks each
+    eps = []
+    for r in rounds:
+        files = sorted(Path(r["episodes_dir"]).rglob("*.hdf5"))
+        assert len(files) == r["written"]
+        round_eps = [read_episode(f) for f in files]
+        assert {e.seed for e in round_eps} <= set(round_seeds(r["round"], 1))
+        assert r["samples_added"] == sum(len(e.actions) for e in round_eps)
+        eps += round_eps
+    assert eps, "no round wrote a recovery: the expert could not finish from where the tiny policy left the arm"
+    assert all(e.success for e in eps)
+    assert summary["train_samples"] == start["train_samples"] + sum(r["samples_added"] for r in rounds)
+    assert summary["recovery_minutes"] > 0 and summary["wall_minutes"] > summary["minutes"]
+    ckpt = load_checkpoint(out)
+    assert [r.get("episodes_sha256") for r in ckpt["recovery_rounds"]] == [r.get("episodes_sha256") for r in rounds]
+    # The sim's phrasings the synthetic demos lack were trained on, so they are in the table with embeddings.
+    assert {e.instruction for e in eps} <= set(ckpt["trained_instructions"])
+    assert len(ckpt["instructions"]) == len(ckpt["instruction_embeddings"])
+    last = load_checkpoint(last_cycle_path(out))  # the checkpoint is the mean of cycles 2 and 3: not the last alone
+    assert any(not torch.equal(last["state_dict"][k], v) for k, v in ckpt["state_dict"].items() if v.is_floating_point())
