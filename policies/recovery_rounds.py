@@ -10,6 +10,7 @@ are collected; the summary states both times.
 from __future__ import annotations
 
 import multiprocessing as mp
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -46,6 +47,7 @@ def collect_round(ckpt: dict, work: Path, round_index: int, episodes: int, tasks
     t0 = time.monotonic()
     bundle = export_bundle(ckpt, work / "bundle", backends=())
     out = work / "episodes"
+    shutil.rmtree(out, ignore_errors=True)  # a rerun into the same directory must not train on the last run's episodes
     jobs = [(t, s, str(out), 64, "torch", str(bundle), handover) for s in round_seeds(round_index, episodes) for t in tasks]
     reasons: Counter[str] = Counter()
     written = 0

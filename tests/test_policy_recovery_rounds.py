@@ -11,8 +11,8 @@ import torch
 
 from omni_vla_policies.dataset import TrainArrays
 from omni_vla_policies.export import load_checkpoint
-from omni_vla_policies.recovery_rounds import ROUND_SEED_STRIDE, append_arrays, round_seeds
-from omni_vla_policies.testing import write_synthetic_dataset
+from omni_vla_policies.recovery_rounds import ROUND_SEED_STRIDE, append_arrays, collect_round, round_seeds
+from omni_vla_policies.testing import make_tiny_checkpoint, write_synthetic_dataset
 from omni_vla_policies.train import TrainConfig, last_cycle_path, train
 from omni_vla_sim.dataset import read_episode
 from omni_vla_sim.recovery import RECOVERY_SEED_BASE
@@ -102,3 +102,14 @@ def test_a_round_runs_the_cycles_policy_and_its_recoveries_become_training_rows(
     assert len(ckpt["instructions"]) == len(ckpt["instruction_embeddings"])
     last = load_checkpoint(last_cycle_path(out))  # the checkpoint is the mean of cycles 2 and 3: not the last alone
     assert any(not torch.equal(last["state_dict"][k], v) for k, v in ckpt["state_dict"].items() if v.is_floating_point())
+
+
+@pytest.mark.slow
+def test_a_round_rerun_into_the_same_directory_keeps_only_its_own_episodes(tmp_path: Path) -> None:
+    stale = tmp_path / "episodes" / "touch_yellow" / "touch_yellow_recovery_0999999.hdf5"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"an earlier run's episode")
+    info = collect_round(make_tiny_checkpoint(), tmp_path, 1, 1, ["touch_yellow"], "random", 1)
+    assert info["ran"] == 1
+    assert not stale.exists()
+    assert len(list((tmp_path / "episodes").rglob("*.hdf5"))) == info["written"]
