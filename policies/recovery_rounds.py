@@ -40,7 +40,8 @@ def collect_round(ckpt: dict, work: Path, round_index: int, episodes: int, tasks
                   workers: int) -> dict:
     """Export `ckpt` as a PyTorch-only bundle under `work` and run one round of recovery episodes with it.
 
-    Returns counts and the directory the written episodes are in (`episodes_dir`).
+    Episodes are written at the model's image size. Returns counts and the directory the written
+    episodes are in (`episodes_dir`).
     """
     from omni_vla_sim.recovery import recover_one
 
@@ -48,7 +49,8 @@ def collect_round(ckpt: dict, work: Path, round_index: int, episodes: int, tasks
     bundle = export_bundle(ckpt, work / "bundle", backends=())
     out = work / "episodes"
     shutil.rmtree(out, ignore_errors=True)  # a rerun into the same directory must not train on the last run's episodes
-    jobs = [(t, s, str(out), 64, "torch", str(bundle), handover) for s in round_seeds(round_index, episodes) for t in tasks]
+    size = int(ckpt["model_config"]["image_size"])
+    jobs = [(t, s, str(out), size, "torch", str(bundle), handover) for s in round_seeds(round_index, episodes) for t in tasks]
     reasons: Counter[str] = Counter()
     written = 0
     with mp.get_context("spawn").Pool(workers) as pool:

@@ -105,11 +105,15 @@ def test_a_round_runs_the_cycles_policy_and_its_recoveries_become_training_rows(
 
 
 @pytest.mark.slow
-def test_a_round_rerun_into_the_same_directory_keeps_only_its_own_episodes(tmp_path: Path) -> None:
+def test_a_round_rerun_keeps_only_its_own_episodes_at_the_models_image_size(tmp_path: Path) -> None:
     stale = tmp_path / "episodes" / "touch_yellow" / "touch_yellow_recovery_0999999.hdf5"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"an earlier run's episode")
-    info = collect_round(make_tiny_checkpoint(), tmp_path, 1, 1, ["touch_yellow"], "random", 1)
+    ckpt = make_tiny_checkpoint(image_size=32)  # not the default 64: the rows must follow the model
+    info = collect_round(ckpt, tmp_path, 1, 1, ["touch_yellow"], "random", 1)
     assert info["ran"] == 1
     assert not stale.exists()
-    assert len(list((tmp_path / "episodes").rglob("*.hdf5"))) == info["written"]
+    files = list((tmp_path / "episodes").rglob("*.hdf5"))
+    assert len(files) == info["written"]
+    size = ckpt["model_config"]["image_size"]
+    assert all(read_episode(f).front.shape[1:] == (size, size, 3) for f in files)  # rows the model can train on
