@@ -1,6 +1,10 @@
 """The task environment: seeded determinism, the observation contract, and refused bad input."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -103,3 +107,31 @@ def test_step_budget_truncates_the_episode() -> None:
         assert not term and not trunc
     _, _, term, trunc, _ = e.step(hold)
     assert trunc and not term
+
+
+def _headless_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY")}
+    return {**env, **extra}
+
+
+_RENDER_ONE_FRAME = (
+    "import os\n"
+    "from omni_vla_sim.env import EnvConfig, PandaTaskEnv\n"
+    "e = PandaTaskEnv('pick_red', EnvConfig(image_size=32))\n"
+    "obs = e.reset(seed=3)\n"
+    "print(os.environ['MUJOCO_GL'], int(obs['front'].std() > 0))\n")
+
+
+def test_rendering_without_a_display_or_a_chosen_backend_uses_egl() -> None:
+    """A headless robot computer (no MUJOCO_GL, no DISPLAY) renders instead of dying in GLFW."""
+    out = subprocess.run([sys.executable, "-c", _RENDER_ONE_FRAME], env=_headless_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["egl", "1"]
+
+
+def test_a_chosen_rendering_backend_is_kept() -> None:
+    out = subprocess.run([sys.executable, "-c", "import os, omni_vla_sim; print(os.environ['MUJOCO_GL'])"],
+                         env=_headless_env(MUJOCO_GL="osmesa"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "osmesa"
