@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, normalization_stats, read_episodes
 from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint, with_task_instructions
 from omni_vla_policies.model import ModelConfig, VLAPolicy, count_params
-from omni_vla_policies.recovery_rounds import add_round_rows, collect_round
+from omni_vla_policies.recovery_rounds import add_round_rows, collect_round, focus_weights
 
 
 class TrainConfig(BaseModel):
@@ -70,6 +70,9 @@ class TrainConfig(BaseModel):
         "(sim/recovery.py) and the written ones join the training rows; needs cycles > 1"))
     recovery_handover: Literal["random", "failure"] = "random"
     recovery_workers: int = Field(2, ge=1, description="simulator processes while the training clock is paused")
+    recovery_focus: float = Field(0.0, ge=0, lt=1, description=(
+        "after each round, this share of the batch rows goes to tasks in proportion to the round's failures "
+        "(the rest evenly); needs recovery_episodes and balance_tasks, replaces task_weights from the first round"))
     model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
@@ -85,6 +88,9 @@ class TrainConfig(BaseModel):
     def _recovery_needs_cycles(self) -> "TrainConfig":
         if self.recovery_episodes and self.cycles < 2:
             raise ValueError(f"recovery_episodes: {self.recovery_episodes} needs cycles > 1 (rounds are collected between cycles)")
+        if self.recovery_focus and not (self.recovery_episodes and self.balance_tasks):
+            raise ValueError(f"recovery_focus: {self.recovery_focus} needs recovery_episodes > 0 and balance_tasks: true "
+                             "(it shares batch rows between tasks by what a round measured)")
         return self
 
 
@@ -127,18 +133,21 @@ def to_images(u8: np.ndarray) -> torch.Tensor:
 
 
 class Batches:
-    def __init__(self, arr: TrainArrays, idx: np.ndarray, emb: torch.Tensor, cfg: TrainConfig, seed: int) -> None:
+    def __init__(self, arr: TrainArrays, idx: np.ndarray, emb: torch.Tensor, cfg: TrainConfig, seed: int,
+                 task_weights: dict[str, float] | None = None) -> None:
+        """`task_weights`: this batcher's shares (a recovery round's focus); default `cfg.task_weights`."""
         self.arr, self.idx, self.emb, self.cfg = arr, idx, emb, cfg
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator().manual_seed(seed)
-        unknown = sorted(set(cfg.task_weights) - set(arr.tasks))
+        weights = cfg.task_weights if task_weights is None else task_weights
+        unknown = sorted(set(weights) - set(arr.tasks))
         if unknown:
             raise ValueError(f"task_weights: {unknown} not among the dataset's tasks {arr.tasks}")
-        if any(w <= 0 for w in cfg.task_weights.values()):
-            raise ValueError(f"task_weights: every weight must be > 0, got {cfg.task_weights}")
-        if cfg.task_weights and not cfg.balance_tasks:
+        if any(w <= 0 for w in weights.values()):
+            raise ValueError(f"task_weights: every weight must be > 0, got {weights}")
+        if weights and not cfg.balance_tasks:
             raise ValueError("task_weights needs balance_tasks: true (it shares batch rows between tasks)")
-        groups = [(idx[arr.task_index[idx] == t], cfg.task_weights.get(name, 1.0)) for t, name in enumerate(arr.tasks)]
+        groups = [(idx[arr.task_index[idx] == t], weights.get(name, 1.0)) for t, name in enumerate(arr.tasks)]
         kept = [(g, w) for g, w in groups if len(g)] if cfg.balance_tasks else []
         self.groups = [g for g, _ in kept]
         share = np.array([w for _, w in kept])
@@ -311,7 +320,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
                 arr, table, emb_np = add_round_rows(arr, held_out, ckpt, info, mcfg.horizon, mcfg.aux_offsets)
                 emb = torch.from_numpy(emb_np[: len(arr.instructions)])
                 train_idx = np.concatenate([train_idx, np.arange(n0, len(arr))])  # recovery rows train, never validate
-                batches = Batches(arr, train_idx, emb, cfg, cfg.seed + 10 + cycle)
+                if cfg.recovery_focus:
+                    info["task_weights"] = focus_weights(info["per_task"], cfg.recovery_focus)
+                batches = Batches(arr, train_idx, emb, cfg, cfg.seed + 10 + cycle, info.get("task_weights"))
                 val_batches = Batches(arr, val_idx, emb, cfg, cfg.seed + 1) if len(val_idx) else None
                 rounds.append(info)
                 log(json.dumps({"event": "recovery_round", **info, "train_samples": int(len(train_idx))}))

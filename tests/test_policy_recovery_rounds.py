@@ -11,13 +11,14 @@ import torch
 
 from omni_vla_policies.dataset import TrainArrays
 from omni_vla_policies.export import load_checkpoint
-from omni_vla_policies.recovery_rounds import ROUND_SEED_STRIDE, append_arrays, collect_round, round_seeds
+from omni_vla_policies.recovery_rounds import ROUND_SEED_STRIDE, append_arrays, collect_round, focus_weights, round_seeds
 from omni_vla_policies.testing import make_tiny_checkpoint, write_synthetic_dataset
 from omni_vla_policies.train import TrainConfig, last_cycle_path, train
 from omni_vla_sim.dataset import read_episode
 from omni_vla_sim.recovery import RECOVERY_SEED_BASE
 from omni_vla_sim.tasks import EVAL_SEED_BASE
 
+SUITE_TASKS = ["pick_red", "place_blue_on_green", "stack_red_on_blue", "touch_yellow"]  # the synthetic demos' tasks
 TINY_MODEL = {"width": 32, "heads": 2, "prefix_layers": 1, "head_layers": 1, "mlp_ratio": 2,
               "cnn_channels": [8, 16, 16], "num_steps": 3, "max_prefix": 4}
 
@@ -60,6 +61,39 @@ def test_recovery_episodes_need_a_later_cycle_to_train_on() -> None:
     assert TrainConfig(recovery_episodes=10, cycles=2).recovery_episodes == 10
 
 
+def test_a_task_the_policy_fails_more_gets_more_batch_rows_after_a_round() -> None:
+    per_task = {"pick_red": {"ran": 100, "policy_succeeded": 90}, "place_blue_on_green": {"ran": 100, "policy_succeeded": 40},
+                "stack_red_on_blue": {"ran": 100, "policy_succeeded": 70}, "touch_yellow": {"ran": 100, "policy_succeeded": 100}}
+    w = focus_weights(per_task, 0.5)
+    assert sum(w.values()) == pytest.approx(1.0)
+    assert w["place_blue_on_green"] > w["stack_red_on_blue"] > w["pick_red"] > w["touch_yellow"] > 0
+    assert w["place_blue_on_green"] == pytest.approx(0.5 * 0.25 + 0.5 * 0.6 / 1.0)  # failures 0.1 + 0.6 + 0.3 + 0
+    assert w["touch_yellow"] == pytest.approx(0.125)  # never failed: keeps its even part only
+    assert set(focus_weights(per_task, 0.0).values()) == {0.25}
+
+
+def test_a_round_the_policy_finished_everywhere_keeps_the_rows_even() -> None:
+    per_task = {t: {"ran": 5, "policy_succeeded": 5} for t in ("pick_red", "touch_yellow")}
+    assert focus_weights(per_task, 0.9) == {"pick_red": 0.5, "touch_yellow": 0.5}
+
+
+@pytest.mark.parametrize("focus, per_task, message", [
+    (1.0, {"pick_red": {"ran": 5, "policy_succeeded": 1}}, r"\[0, 1\)"),
+    (0.5, {"pick_red": {"ran": 0, "policy_succeeded": 0}}, "ran no episode")])
+def test_focus_that_could_starve_a_task_or_divide_by_zero_is_refused(focus: float, per_task: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        focus_weights(per_task, focus)
+
+
+@pytest.mark.parametrize("extra", [dict(recovery_episodes=0, cycles=2, balance_tasks=True),
+                                   dict(recovery_episodes=10, cycles=2, balance_tasks=False)])
+def test_recovery_focus_needs_rounds_and_balanced_batches(extra: dict) -> None:
+    with pytest.raises(ValueError, match="recovery_focus"):
+        TrainConfig(recovery_focus=0.5, **extra)
+    with pytest.raises(ValueError, match="less than 1"):
+        TrainConfig(recovery_focus=1.0, recovery_episodes=10, cycles=2, balance_tasks=True)
+
+
 def test_round_seeds_are_disjoint_and_stay_in_the_recovery_range() -> None:
     a, b = round_seeds(1, 300), round_seeds(2, 300)
     assert not set(a) & set(b)
@@ -77,12 +111,16 @@ def test_a_round_runs_the_cycles_policy_and_its_recoveries_become_training_rows(
     cfg = TrainConfig.model_validate(dict(
         dataset=demos, out=out, seed=3, num_threads=2, max_minutes=10.0, max_steps=45, batch_size=12, lr=3e-3,
         warmup_steps=5, ema_decay=0.9, log_every=5, save_every=0, val_fraction=0.1, embeddings="random",
-        model=TINY_MODEL, cycles=3, recovery_episodes=1, recovery_workers=2))
+        model=TINY_MODEL, cycles=3, recovery_episodes=1, recovery_workers=2, balance_tasks=True, recovery_focus=0.5))
     events: list[dict] = []
     summary = train(cfg, log=lambda s: events.append(json.loads(s)))
     start = next(e for e in events if e.get("event") == "start")
     rounds = [e for e in events if e.get("event") == "recovery_round"]
     assert [r["round"] for r in rounds] == [1, 2] and all(r["ran"] == 4 for r in rounds)  # 1 seed x 4 tasks each
+    for r in rounds:
+        assert {t: c["ran"] for t, c in r["per_task"].items()} == {t: 1 for t in SUITE_TASKS}
+        assert sum(c["written"] for c in r["per_task"].values()) == r["written"]
+        assert r["task_weights"] == pytest.approx(focus_weights(r["per_task"], 0.5))  # the next cycle's shares
     eps = []
     for r in rounds:
         files = sorted(Path(r["episodes_dir"]).rglob("*.hdf5"))

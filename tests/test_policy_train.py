@@ -190,6 +190,14 @@ def test_task_weights_set_each_tasks_share_of_the_batch_rows() -> None:
     assert abs(np.mean(arr.task_index[drawn] == 1) - 0.75) < 0.03
 
 
+def test_a_batchers_own_task_weights_override_the_configs() -> None:
+    arr = _skewed_arrays(900, 100)
+    cfg = TrainConfig(balance_tasks=True, task_weights={"minor": 3.0}, model={"max_prefix": 2})
+    batches = Batches(arr, np.arange(len(arr)), torch.zeros(2, 3), cfg, seed=0, task_weights={"major": 0.8, "minor": 0.2})
+    drawn = np.concatenate([batches.rows(64) for _ in range(200)])
+    assert abs(np.mean(arr.task_index[drawn] == 1) - 0.2) < 0.03
+
+
 @pytest.mark.parametrize("weights, balance, message", [
     ({"mnior": 2.0}, True, "mnior"), ({"minor": 0.0}, True, "must be > 0"), ({"minor": 2.0}, False, "balance_tasks")])
 def test_task_weights_that_cannot_apply_are_refused_by_name(weights: dict, balance: bool, message: str) -> None:
