@@ -90,6 +90,9 @@ def test_focus_that_could_starve_a_task_or_divide_by_zero_is_refused(focus: floa
 def test_recovery_focus_needs_rounds_and_balanced_batches(extra: dict) -> None:
     with pytest.raises(ValueError, match="recovery_focus"):
         TrainConfig(recovery_focus=0.5, **extra)
+
+
+def test_a_recovery_focus_of_1_is_refused_by_the_config_before_a_run_starts() -> None:
     with pytest.raises(ValueError, match="less than 1"):
         TrainConfig(recovery_focus=1.0, recovery_episodes=10, cycles=2, balance_tasks=True)
 
