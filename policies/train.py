@@ -294,7 +294,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
     loss_fn = torch.compile(model.loss) if cfg.compile else model.loss
     # Snapshot soup: the recovery lineage's mean of warm-restarted rounds beat its last round by 9 points
     # (results/round5/); the EMA at the end of each later cycle is one ingredient. Within one hour on the same
-    # data it lost 9 points to a single cosine (results/one_hour/), so config/policy.yaml keeps cycles: 1.
+    # data alone it lost 9 points to a single cosine; with a recovery round before each later cycle it is what
+    # config/policy.yaml trains with (results/one_hour/).
     soup: list[dict[str, torch.Tensor]] = []
     cycle, cycle_start = 0, 0
     rounds: list[dict] = []
