@@ -1,6 +1,6 @@
 """Recovery rounds inside one training run: the policy being trained makes its own recovery data.
 
-Why: the shipped weights came from a lineage (a base, then rounds fine-tuned on recovery episodes the
+Why: the first shipped weights came from a lineage (a base, then rounds fine-tuned on recovery episodes the
 previous round's policy generated, then their mean), about 4.5 h of separate commands. Here the same
 loop runs inside `omni-vla train`: at the end of each cosine cycle but the last, the current EMA weights
 drive the simulator (`sim/recovery.py`: the policy drives, the expert takes over and finishes), and the

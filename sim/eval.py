@@ -8,6 +8,7 @@ whether episodes run locally or as Ray tasks.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -354,8 +355,12 @@ def versions(settings: EvalSettings) -> dict[str, Any]:
                            "MUJOCO_GL": os.environ.get("MUJOCO_GL"), "renderer": "mujoco.Renderer (offscreen)",
                            "backend": settings.backend, "python": sys.version.split()[0]}
     manifest = settings.bundle_dir / "manifest.json" if settings.bundle_dir else None
-    if manifest and manifest.exists():
-        out["bundle_versions"] = json.loads(manifest.read_text()).get("versions")
+    if manifest and manifest.exists():  # which weights: a bundle directory's contents change between releases
+        raw = manifest.read_bytes()
+        data = json.loads(raw)
+        out["bundle_versions"] = data.get("versions")
+        out["bundle_manifest_sha256"] = hashlib.sha256(raw).hexdigest()
+        out["bundle_checkpoint_sha256"] = (data.get("torch_checkpoint") or {}).get("sha256")
     return out
 
 

@@ -45,6 +45,17 @@ def test_report_has_the_interface_keys_and_counts(serial_report: dict, tmp_path:
     assert r["overall"]["successes"] >= 5, "the scripted expert through the supervisor should succeed"
 
 
+def test_report_names_the_weights_it_measured() -> None:
+    import hashlib
+
+    from omni_vla_sim.eval import REPO, versions
+
+    bundle = REPO / "bundles" / "reference"
+    v = versions(EvalSettings(backend="mnn", bundle_dir=bundle, episodes=1))
+    assert v["bundle_manifest_sha256"] == hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
+    assert v["bundle_checkpoint_sha256"] == hashlib.sha256((bundle / "policy.pt").read_bytes()).hexdigest()
+
+
 def test_results_are_identical_with_one_or_two_workers(serial_report: dict) -> None:
     parallel = evaluate(EXPERT, workers=2, progress=False)
     assert comparable(parallel) == comparable(serial_report)
