@@ -7,6 +7,7 @@ evaluation can drive many episodes through one long-lived process.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -123,7 +124,20 @@ class SimNode(Node):
         self.pub_status.publish(String(data=json.dumps(status)))
 
 
+class _Interrupted:
+    """SIGINT seen: rclpy chains its handler to this one, which raises KeyboardInterrupt; when that lands
+    inside a pybind11 call (taking a message) it comes out as a RuntimeError, still a clean shutdown."""
+
+    seen = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, _Interrupted.handler)
     rclpy.init(args=argv if argv is not None else sys.argv)
     node = None
     try:
@@ -131,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RuntimeError:
+        if not _Interrupted.seen:
+            raise
     finally:
         if node is not None:
             node.env.close()
