@@ -7,8 +7,10 @@ callbacks run in one single-threaded executor, so the state machine needs no loc
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
+from types import FrameType
 from typing import Any
 
 import rclpy
@@ -137,8 +139,22 @@ class SafetySupervisorNode(Node):
         return msg
 
 
+class _Sigint:
+    """Ctrl-C seen. rclpy chains to this handler; its KeyboardInterrupt comes out as a RuntimeError when
+    it lands inside a pybind11 call, which is then a clean shutdown. (Own copy: safety imports nothing
+    from the project.)"""
+
+    seen = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: FrameType | None) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
 def main(args: list[str] | None = None) -> int:
     """Entry point `safety_supervisor`: exits 1 with the reason on bad parameters or limits."""
+    signal.signal(signal.SIGINT, _Sigint.handler)
     rclpy.init(args=args)
     node = None
     code = 0
@@ -150,6 +166,9 @@ def main(args: list[str] | None = None) -> int:
     except (LimitsError, ValidationError, FileNotFoundError) as exc:
         print(f"safety_supervisor: refusing to start: {exc}", file=sys.stderr)
         code = 1
+    except RuntimeError:
+        if not _Sigint.seen:
+            raise
     finally:
         if node is not None:
             node.destroy_node()

@@ -7,7 +7,6 @@ evaluation can drive many episodes through one long-lived process.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from omni_vla.interrupt import SigintFlag
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 
@@ -124,20 +124,8 @@ class SimNode(Node):
         self.pub_status.publish(String(data=json.dumps(status)))
 
 
-class _Interrupted:
-    """SIGINT seen: rclpy chains its handler to this one, which raises KeyboardInterrupt; when that lands
-    inside a pybind11 call (taking a message) it comes out as a RuntimeError, still a clean shutdown."""
-
-    seen = False
-
-    @classmethod
-    def handler(cls, signum: int, frame: object) -> None:
-        cls.seen = True
-        raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGINT, _Interrupted.handler)
+    sigint = SigintFlag().install()
     rclpy.init(args=argv if argv is not None else sys.argv)
     node = None
     try:
@@ -145,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except RuntimeError:
-        if not _Interrupted.seen:
+    except RuntimeError as exc:
+        if not sigint.interrupted(exc):
             raise
     finally:
         if node is not None:
