@@ -24,7 +24,9 @@ class ControllerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rate_hz: float = Field(20.0, gt=0, le=1000, description="control rate (ticks per second)")
-    strategy: Strategy = Field("rtc", description="how a new chunk is spliced into the queue")
+    strategy: Strategy = Field(
+        "naive", description="how a new chunk is spliced into the queue (naive: chosen on validation seeds at the node's delay)"
+    )
     execution_horizon: int = Field(
         12, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"
     )

@@ -42,8 +42,9 @@ class EvalSettings(BaseModel):
     episodes: int = Field(50, ge=1)
     seed_base: int = Field(EVAL_SEED_BASE, ge=EVAL_SEED_BASE)
     held_out: bool = False
-    strategy: Literal["rtc", "average", "naive"] = "rtc"
-    delay_ticks: int = Field(0, ge=0, le=8)
+    strategy: Literal["rtc", "average", "naive"] = ControllerConfig.model_fields["strategy"].default  # the node's
+    # The node's: its delay is ceil(p95 latency / tick), so any inference latency is at least one tick.
+    delay_ticks: int = Field(1, ge=0, le=8)
     execution_horizon: int = Field(ControllerConfig.model_fields["execution_horizon"].default, ge=1)  # the node's default
     noise_scale: float = Field(0.0, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
     threads: int = Field(1, ge=1)
@@ -405,8 +406,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=50, help="per task")
     p.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE,
                    help=f"first seed of every task (>= {EVAL_SEED_BASE}); tune settings on other seeds than you report")
-    p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
-    p.add_argument("--delay", type=int, default=0, help="simulated inference delay in ticks")
+    p.add_argument("--strategy", default=EvalSettings.model_fields["strategy"].default,
+                   choices=["rtc", "average", "naive"], help="chunk splicing (default: the node's)")
+    p.add_argument("--delay", type=int, default=EvalSettings.model_fields["delay_ticks"].default,
+                   help="simulated inference delay in ticks (default: the node's, one tick)")
     p.add_argument("--execution-horizon", type=int, default=EvalSettings.model_fields["execution_horizon"].default,
                    help="rows executed per chunk (default: the node's, chosen on validation seeds)")
     p.add_argument("--noise-scale", type=float, default=EvalSettings.model_fields["noise_scale"].default,
@@ -424,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="hdf5: the demonstration dataset format; mcap: a ROS 2 bag per episode")
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
     p.add_argument("--compare", choices=["backends", "chunking"], default=None,
-                   help="run every backend (torch/executorch/mnn) or every strategy x delay {0,2,4} on the same seeds")
+                   help="run every backend (torch/executorch/mnn) or every strategy x delay {0,1,2,4} on the same seeds")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     # Native libraries (MNN) print to fd 1; keep stdout pure JSON by sending fd 1 to stderr meanwhile.

@@ -58,7 +58,9 @@ def recover_one(args: tuple[str, int, str, int, str, str, str]) -> tuple[str, in
     from omni_vla_sim.eval import EvalSettings, _env, _policy
     from omni_vla_sim.experts import ScriptedExpert
 
-    settings = EvalSettings(backend=backend, bundle_dir=Path(bundle), tasks=(task,), episodes=1)
+    # Zero delay, as the recipe has always driven it (eval's defaults follow the node's one-tick delay).
+    settings = EvalSettings(backend=backend, bundle_dir=Path(bundle), tasks=(task,), episodes=1, strategy="naive",
+                            delay_ticks=0)
     env = _env(settings, task)
     obs = env.reset(seed, task=task)
     max_steps = env.task.max_steps
