@@ -28,6 +28,7 @@ class Waypoint:
     gripper: float
     hold: int = 0  # extra control steps to wait once reached
     tol: float = 0.008
+    carried: str | None = None  # object whose xy (not the grip's) must arrive: an off-centre grasp is corrected
 
 
 class DlsIk:
@@ -99,6 +100,7 @@ class ScriptedExpert:
     _q_cmd: np.ndarray | None = None
     _target: np.ndarray | None = None
     _held: int = 0
+    _carry_offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     def __post_init__(self) -> None:
         self.ik = DlsIk(self.env)
@@ -116,19 +118,22 @@ class ScriptedExpert:
         self._q_cmd = self.env.joint_state()[0]
         self._target = self.env.world_state().grip
         self._held = 0
+        self._carry_offset = np.zeros(3)
 
     def act(self) -> np.ndarray:
         if self._q_cmd is None:
             self.reset()
         assert self._q_cmd is not None and self._target is not None
         wp = self.plan[0] if self.plan else None
-        grip = self.env.world_state().grip
+        w = self.env.world_state()
+        grip = w.grip
         if wp is not None:
-            delta = wp.pos - self._target
+            goal = self._goal(wp, w)
+            delta = goal - self._target
             dist = np.linalg.norm(delta)
             step = SPEED * self.dt
-            self._target = wp.pos.copy() if dist <= step else self._target + delta / dist * step
-            reached = dist <= step and np.linalg.norm(grip - wp.pos) < wp.tol
+            self._target = goal.copy() if dist <= step else self._target + delta / dist * step
+            reached = dist <= step and np.linalg.norm(grip - goal) < wp.tol
             gripper_done = abs(self._q_cmd[7] - wp.gripper) < 1e-9
             if reached and gripper_done:
                 self._held += 1
@@ -145,6 +150,19 @@ class ScriptedExpert:
         self._q_cmd[:7] += dq
         self._q_cmd[7] += np.clip(gripper - self._q_cmd[7], -self.g_step, self.g_step)
         return self._q_cmd.copy()
+
+    def _goal(self, wp: Waypoint, w: tasks.WorldState) -> np.ndarray:
+        """Where the grip goes for `wp`: shifted by how far off-centre the carried object sits in it.
+
+        The offset is tracked while the object is held and kept once it is released, so the grip does
+        not jump sideways as the fingers open. The expert's own grasps are centred (offset ~0); a policy
+        that drove before a recovery hand-over may have grasped 1-2 cm off, which the placement corrects.
+        """
+        if wp.carried is None:
+            return wp.pos
+        if wp.carried in w.holding:
+            self._carry_offset[:2] = w.grip[:2] - self.env.body_pos(wp.carried)[:2]
+        return wp.pos + self._carry_offset
 
 
 def _pick(pos: np.ndarray, yaw: float) -> list[Waypoint]:
@@ -176,10 +194,10 @@ def make_plan(env: PandaTaskEnv) -> list[Waypoint]:
         yaw = _grasp_yaw(_yaw_of(env, obj))
         dest_yaw = _grasp_yaw(_yaw_of(env, "blue_cube")) if name == "stack_red_on_blue" else yaw
         return _pick(src, yaw) + [
-            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, CLOSED, tol=0.02),
-            Waypoint(dest + [0, 0, 0.012], dest_yaw, CLOSED, tol=0.01),
-            Waypoint(dest + [0, 0, 0.012], dest_yaw, OPEN, hold=3, tol=0.03),
-            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, OPEN, hold=40, tol=0.03),
+            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, CLOSED, tol=0.02, carried=obj),
+            Waypoint(dest + [0, 0, 0.012], dest_yaw, CLOSED, tol=0.01, carried=obj),
+            Waypoint(dest + [0, 0, 0.012], dest_yaw, OPEN, hold=3, tol=0.03, carried=obj),
+            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, OPEN, hold=40, tol=0.03, carried=obj),
         ]
     raise ValueError(f"no expert for task {name!r}")
 

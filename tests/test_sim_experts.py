@@ -1,6 +1,8 @@
 """Scripted experts succeed on held-out seeds and never command beyond joint limits."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,32 @@ def test_expert_never_commands_beyond_position_or_velocity_limits(rollouts) -> N
         # The first command starts from the measured position; later ones from the previous command.
         speed = np.abs(np.diff(trace, axis=0)) / dt
         assert np.all(speed <= vmax * 1.0001), f"{task}: velocity limit exceeded: {speed.max(0)}"
+
+
+def _stack_after_grasping_off_centre(seed: int, dx: float, carried_correction: bool) -> tuple[bool, float]:
+    """The expert grasps the red cube dx off its centre (as a policy before a recovery hand-over may)."""
+    env = PandaTaskEnv("stack_red_on_blue", EnvConfig(render=False))
+    env.reset(seed)
+    expert = ScriptedExpert(env)
+    expert.reset()
+    shift = np.array([dx, 0.0, 0.0])
+    expert.plan = [replace(w, pos=w.pos + shift) if i in (1, 2) else w for i, w in enumerate(expert.plan)]
+    if not carried_correction:
+        expert.plan = [replace(w, carried=None) for w in expert.plan]
+    offset, done, ok = float("nan"), False, False
+    while not done:
+        _, _, ok, truncated, _ = env.step(expert.act())
+        done = ok or truncated
+        w = env.world_state()
+        if np.isnan(offset) and "red_cube" in w.holding:
+            offset = float(w.grip[0] - w.red[0])
+    return ok, offset
+
+
+def test_expert_places_the_carried_cube_not_the_grip_after_an_off_centre_grasp() -> None:
+    seeds = range(EVAL_SEED_BASE, EVAL_SEED_BASE + 4)
+    corrected = [_stack_after_grasping_off_centre(s, 0.025, True) for s in seeds]
+    assert all(abs(off - 0.025) < 0.005 for _, off in corrected), f"grasp offsets {[o for _, o in corrected]}"
+    assert all(ok for ok, _ in corrected), "a cube held 2.5 cm off-centre must still be stacked"
+    # Without the correction the grip, not the cube, goes over the blue cube and the red one falls off.
+    assert sum(_stack_after_grasping_off_centre(s, 0.025, False)[0] for s in seeds) <= 1
