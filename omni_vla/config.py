@@ -25,7 +25,7 @@ class ControllerConfig(BaseModel):
 
     rate_hz: float = Field(20.0, gt=0, le=1000, description="control rate (ticks per second)")
     strategy: Strategy = Field(
-        "naive", description="how a new chunk is spliced into the queue (naive: chosen on validation seeds at the node's delay)"
+        "naive", description="how a new chunk is spliced into the queue (naive: best on validation at the node's delay)"
     )
     execution_horizon: int = Field(
         12, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"

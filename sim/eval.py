@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="hdf5: the demonstration dataset format; mcap: a ROS 2 bag per episode")
     p.add_argument("--out", type=Path, default=Path("reports/eval"))
     p.add_argument("--compare", choices=["backends", "chunking"], default=None,
-                   help="run every backend (torch/executorch/mnn) or every strategy x delay {0,1,2,4} on the same seeds")
+                   help="every backend (torch/executorch/mnn) or every strategy x delay {0,1,2,4} on the same seeds")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     # Native libraries (MNN) print to fd 1; keep stdout pure JSON by sending fd 1 to stderr meanwhile.

@@ -3,7 +3,7 @@
 At every rtc request with a pinned prefix (stack, validation seeds, MNN, delay 1, eh 12, noise 0), the same
 inputs are also run unpinned (naive) and pinned to the naive chunk's own first rows (a consistent prefix), and the
 three chunks are compared. Usage (from the repository root):
-  MUJOCO_GL=egl python results/chunking_d1_validation/probe_prefix.py [episodes] > results/chunking_d1_validation/probe_prefix.json
+  MUJOCO_GL=egl python results/chunking_d1_validation/probe_prefix.py 20 results/chunking_d1_validation/probe_prefix.json
 """
 from __future__ import annotations
 
@@ -65,5 +65,7 @@ def main(episodes: int) -> dict:
             **{k: stat(v) for k, v in a.items()}, "next4_over_gap": stat(ratio)}
 
 
-if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 20), indent=1))
+if __name__ == "__main__":  # writes the file itself: MNN prints to stdout
+    result = main(int(sys.argv[1]))
+    with open(sys.argv[2], "w") as f:
+        json.dump(result, f, indent=1)
