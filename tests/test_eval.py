@@ -14,11 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from omni_vla.config import ControllerConfig
+from omni_vla.config import ControllerConfig, VlaNodeConfig, load_node_yaml
 from omni_vla_sim.eval import EvalSettings, evaluate, main
 from omni_vla_sim.report import comparable, wilson
 
 EXPERT = EvalSettings(backend="expert", tasks=("touch_yellow", "pick_red"), episodes=3, image_size=64)
+
+
+def test_eval_defaults_are_what_vla_node_runs_with_its_parameter_file() -> None:
+    """A default evaluation measures the robot's configuration, so its figures are the robot's."""
+    node = VlaNodeConfig.from_ros_parameters(load_node_yaml(Path(__file__).parents[1] / "config" / "vla_node.yaml"))
+    ev = EvalSettings(bundle_dir=node.bundle_dir)
+    assert (ev.strategy, ev.execution_horizon, ev.noise_scale, ev.backend) == (
+        node.strategy, node.execution_horizon, node.noise_scale, node.backend)
+    # The node's delay is the p95 latency rounded up to ticks: any real inference is at least one tick.
+    assert ev.delay_ticks == 1
 
 
 def test_wilson_interval_matches_reference_values() -> None:
