@@ -12,8 +12,8 @@ POLICY_IMAGE_SIZE = 64
 DEMO_SEED_BASE = 0  # evaluation seeds start at tasks.EVAL_SEED_BASE, never overlapping
 
 
-def _collect_one(args: tuple[str, int, str, int]) -> tuple[str, int, bool, int]:
-    task, seed, out_dir, image_size = args
+def _collect_one(args: tuple[str, int, str, int, tuple[float, float] | None]) -> tuple[str, int, bool, int]:
+    task, seed, out_dir, image_size, offsets = args
     from omni_vla_sim.env import EnvConfig
     from omni_vla_sim.experts import run_episode
 
@@ -21,9 +21,21 @@ def _collect_one(args: tuple[str, int, str, int]) -> tuple[str, int, bool, int]:
     if env is None:
         from omni_vla_sim.env import PandaTaskEnv
         env = _env_cache[task] = PandaTaskEnv(task, EnvConfig())
-    ok, steps, records = run_episode(env, seed, record=True)
-    write_records(Path(out_dir) / task / f"{task}_{seed:07d}.hdf5", env, seed, ok, records, image_size)
+    offset = grasp_offset(seed, offsets) if offsets else 0.0
+    ok, steps, records = run_episode(env, seed, record=True, grasp_offset=offset)
+    write_records(Path(out_dir) / task / episode_name(task, seed, offsets is not None), env, seed, ok, records,
+                  image_size)
     return task, seed, ok, steps
+
+
+def grasp_offset(seed: int, offsets: tuple[float, float]) -> float:
+    """A seeded off-centre grasp: magnitude uniform in [lo, hi] m, either sign."""
+    rng = np.random.default_rng(seed)
+    return float(rng.choice([-1.0, 1.0]) * rng.uniform(*offsets))
+
+
+def episode_name(task: str, seed: int, off_centre: bool) -> str:
+    return f"{task}_{'offcentre_' if off_centre else ''}{seed:07d}.hdf5"
 
 
 def write_records(path: Path, env, seed: int, ok: bool, records: list, image_size: int) -> Path:  # noqa: ANN001
@@ -67,15 +79,26 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --recovery: expert takes over at a seeded random tick, or at the policy's first failure sign")
     p.add_argument("--first-seed", type=int, default=None,
                    help="with --recovery: seeds start here (default recovery.RECOVERY_SEED_BASE); a new round, new seeds")
+    p.add_argument("--grasp-offset", type=float, nargs=2, metavar=("LO", "HI"),
+                   help="correction demonstrations (place and stack only): the expert grasps |LO..HI| m off-centre "
+                        "along the fingers and only the carry and placement are recorded")
     args = p.parse_args(argv)
     for t in args.tasks:
         get_task(t)
     if args.recovery is not None:
         return _collect_recovery(args)
+    offsets = None
+    if args.grasp_offset is not None:
+        from omni_vla_sim.experts import PLACED_OBJECT
+
+        offsets = tuple(args.grasp_offset)
+        if not 0 < offsets[0] <= offsets[1] < 2 * 0.02:
+            raise SystemExit(f"--grasp-offset {offsets}: need 0 < LO <= HI < 0.04 m (a cube is 0.04 m wide)")
+        args.tasks = [t for t in args.tasks if t in PLACED_OBJECT]
     jobs = [
-        (t, DEMO_SEED_BASE + s, str(args.out), args.image_size)
+        (t, DEMO_SEED_BASE + s, str(args.out), args.image_size, offsets)
         for s in range(args.episodes) for t in args.tasks
-        if not (args.out / t / f"{t}_{DEMO_SEED_BASE + s:07d}.hdf5").exists()
+        if not (args.out / t / episode_name(t, DEMO_SEED_BASE + s, offsets is not None)).exists()
     ]
     ok = 0
     with mp.get_context("spawn").Pool(args.workers) as pool:

@@ -13,6 +13,8 @@ import numpy as np
 from omni_vla_sim import tasks
 from omni_vla_sim.env import PandaTaskEnv
 
+PLACED_OBJECT = {"place_blue_on_green": "blue_cube", "stack_red_on_blue": "red_cube"}  # tasks that carry and place
+
 OPEN, CLOSED = 0.04, 0.0
 APPROACH_Z = 0.12
 SPEED = 0.25  # m/s of the grip site along a segment
@@ -100,6 +102,7 @@ class ScriptedExpert:
     _q_cmd: np.ndarray | None = None
     _target: np.ndarray | None = None
     _held: int = 0
+    grasp_offset: float = 0.0  # m along the fingers (where a closing grip cannot centre the cube); 0 = centred
     _carry_offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     def __post_init__(self) -> None:
@@ -114,7 +117,7 @@ class ScriptedExpert:
         self.dt = 1.0 / self.env.config.control_hz
 
     def reset(self) -> None:
-        self.plan = make_plan(self.env)
+        self.plan = make_plan(self.env, self.grasp_offset)
         self._q_cmd = self.env.joint_state()[0]
         self._target = self.env.world_state().grip
         self._held = 0
@@ -165,18 +168,20 @@ class ScriptedExpert:
         return wp.pos + self._carry_offset
 
 
-def _pick(pos: np.ndarray, yaw: float) -> list[Waypoint]:
+def _pick(pos: np.ndarray, yaw: float, offset: float = 0.0) -> list[Waypoint]:
+    """Approach, descend, close, lift; `offset` moves the grasp along the fingers (grip-frame x)."""
     above = pos + [0, 0, APPROACH_Z]
+    grasp = pos + [offset * np.cos(yaw), offset * np.sin(yaw), 0.005]
     return [
         Waypoint(above, yaw, OPEN),
-        Waypoint(pos + [0, 0, 0.005], yaw, OPEN, tol=0.006),
-        Waypoint(pos + [0, 0, 0.005], yaw, CLOSED, hold=4, tol=0.02),
+        Waypoint(grasp, yaw, OPEN, tol=0.006),
+        Waypoint(grasp, yaw, CLOSED, hold=4, tol=0.02),
         Waypoint(above + [0, 0, 0.03], yaw, CLOSED, tol=0.02),
     ]
 
 
-def make_plan(env: PandaTaskEnv) -> list[Waypoint]:
-    """Waypoints for the env's task from the current object poses."""
+def make_plan(env: PandaTaskEnv, grasp_offset: float = 0.0) -> list[Waypoint]:
+    """Waypoints for the env's task from the current object poses (`grasp_offset`: place and stack only)."""
     w = env.world_state()
     name = env.task.name
     if name == "pick_red":
@@ -187,13 +192,13 @@ def make_plan(env: PandaTaskEnv) -> list[Waypoint]:
             Waypoint(top + [0, 0, 0.10], 0.0, CLOSED),
             Waypoint(top - [0, 0, 0.01], 0.0, CLOSED, hold=10, tol=0.03),
         ]
-    if name in ("place_blue_on_green", "stack_red_on_blue"):
+    if name in PLACED_OBJECT:
         obj, dest = ("blue_cube", w.pad + [0, 0, tasks.CUBE_HALF]) if name == "place_blue_on_green" else (
             "red_cube", w.blue + [0, 0, 2 * tasks.CUBE_HALF])
         src = w.blue if obj == "blue_cube" else w.red
         yaw = _grasp_yaw(_yaw_of(env, obj))
         dest_yaw = _grasp_yaw(_yaw_of(env, "blue_cube")) if name == "stack_red_on_blue" else yaw
-        return _pick(src, yaw) + [
+        return _pick(src, yaw, grasp_offset) + [
             Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, CLOSED, tol=0.02, carried=obj),
             Waypoint(dest + [0, 0, 0.012], dest_yaw, CLOSED, tol=0.01, carried=obj),
             Waypoint(dest + [0, 0, 0.012], dest_yaw, OPEN, hold=3, tol=0.03, carried=obj),
@@ -202,15 +207,27 @@ def make_plan(env: PandaTaskEnv) -> list[Waypoint]:
     raise ValueError(f"no expert for task {name!r}")
 
 
-def run_episode(env: PandaTaskEnv, seed: int, instruction: str | None = None, record: bool = False):
-    """Roll the expert out; returns (success, steps, records) where records are (obs, action)."""
+def run_episode(env: PandaTaskEnv, seed: int, instruction: str | None = None, record: bool = False,
+                grasp_offset: float = 0.0):
+    """Roll the expert out; returns (success, steps, records) where records are (obs, action).
+
+    With a `grasp_offset` only the part after the grasp is recorded (from the tick the fingers have
+    closed on the object): a correction demonstration shows how to place a cube held off-centre
+    without teaching the policy to grasp off-centre.
+    """
     obs = env.reset(seed, instruction)
-    expert = ScriptedExpert(env)
+    expert = ScriptedExpert(env, grasp_offset=grasp_offset)
     expert.reset()
+    obj = PLACED_OBJECT.get(env.task.name)
+    if grasp_offset and obj is None:
+        raise ValueError(f"grasp_offset: {env.task.name!r} places nothing, so an off-centre grasp has nothing to correct")
+    recording = record and not grasp_offset
     records = []
     for _ in range(env.task.max_steps):
         action = expert.act()
-        if record:
+        if record and not recording:
+            recording = action[7] == CLOSED and obj in env.world_state().holding
+        if recording:
             records.append((obs, action))
         obs, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
