@@ -220,7 +220,7 @@ def run_episode(env: PandaTaskEnv, seed: int, instruction: str | None = None, re
     expert.reset()
     obj = PLACED_OBJECT.get(env.task.name)
     if grasp_offset and obj is None:
-        raise ValueError(f"grasp_offset: {env.task.name!r} places nothing, so an off-centre grasp has nothing to correct")
+        raise ValueError(f"grasp_offset: {env.task.name!r} places nothing; an off-centre grasp has nothing to correct")
     recording = record and not grasp_offset
     records = []
     for _ in range(env.task.max_steps):
