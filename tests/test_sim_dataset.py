@@ -67,3 +67,16 @@ def test_collect_writes_successful_episodes_with_policy_sized_images(tmp_path) -
     before = {p: p.stat().st_mtime_ns for p in dataset.episode_files(tmp_path)}
     main(["--out", str(tmp_path), "--tasks", "touch_yellow", "--episodes", "2", "--workers", "1"])
     assert before == {p: p.stat().st_mtime_ns for p in dataset.episode_files(tmp_path)}
+
+
+def test_collect_with_grasp_offset_writes_correction_episodes_for_placing_tasks_only(tmp_path) -> None:
+    from omni_vla_sim.collect import main
+
+    args = ["--out", str(tmp_path), "--episodes", "1", "--workers", "1", "--grasp-offset", "0.01", "0.02"]
+    assert main(args) == 0
+    names = sorted(p.name for p in dataset.episode_files(tmp_path))
+    assert names == ["place_blue_on_green_offcentre_0000000.hdf5", "stack_red_on_blue_offcentre_0000000.hdf5"]
+    for ep in dataset.iter_episodes(tmp_path):
+        assert ep.success and ep.actions[0, 7] == 0.0, "a correction episode starts with the cube already grasped"
+    with pytest.raises(SystemExit, match="grasp-offset"):
+        main(["--out", str(tmp_path), "--grasp-offset", "0.03", "0.05"])
