@@ -23,6 +23,8 @@ def _collect_one(args: tuple[str, int, str, int, tuple[float, float] | None]) ->
         env = _env_cache[task] = PandaTaskEnv(task, EnvConfig())
     offset = grasp_offset(seed, offsets) if offsets else 0.0
     ok, steps, records = run_episode(env, seed, record=True, grasp_offset=offset)
+    if not records:  # an off-centre grasp that never held the cube: there is no correction to record
+        return task, seed, False, steps
     write_records(Path(out_dir) / task / episode_name(task, seed, offsets is not None), env, seed, ok, records,
                   image_size)
     return task, seed, ok, steps
@@ -90,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     offsets = None
     if args.grasp_offset is not None:
         from omni_vla_sim.experts import PLACED_OBJECT
+        from omni_vla_sim.tasks import CUBE_HALF
 
         offsets = tuple(args.grasp_offset)
-        if not 0 < offsets[0] <= offsets[1] < 2 * 0.02:
+        if not 0 < offsets[0] <= offsets[1] < 2 * CUBE_HALF:
             raise SystemExit(f"--grasp-offset {offsets}: need 0 < LO <= HI < 0.04 m (a cube is 0.04 m wide)")
         args.tasks = [t for t in args.tasks if t in PLACED_OBJECT]
     jobs = [

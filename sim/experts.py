@@ -99,10 +99,10 @@ class ScriptedExpert:
 
     env: PandaTaskEnv
     plan: list[Waypoint] = field(default_factory=list)
+    grasp_offset: float = 0.0  # m along the fingers (where a closing grip cannot centre the cube); 0 = centred
     _q_cmd: np.ndarray | None = None
     _target: np.ndarray | None = None
     _held: int = 0
-    grasp_offset: float = 0.0  # m along the fingers (where a closing grip cannot centre the cube); 0 = centred
     _carry_offset: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
     def __post_init__(self) -> None:
