@@ -1,10 +1,11 @@
 """Supervisor parameters (ROS parameters with defaults in config/safety_supervisor.yaml), validated."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -19,30 +20,54 @@ class SupervisorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    joint_names: list[str] = Field(default_factory=lambda: list(DEFAULT_JOINTS), min_length=1)
-    joint_limits_file: str = "config/joint_limits.yaml"
+    joint_names: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_JOINTS), min_length=1,
+        description="joints the supervisor enforces, in command order (JointState is matched by name)")
+    joint_limits_file: str = Field(
+        "config/joint_limits.yaml",
+        description="ros2_control joint_limits YAML, URDF or MJCF; relative: cwd, then the package share")
+    joint_limits_overlay: str = Field(
+        "", description="joint_limits YAML whose fields complete or override the limits file ('' = none)")
     # 100 Hz: five limiter steps per 20 Hz proposal, fine enough for a controlled stop at the Panda's
     # decelerations (7.5 rad/s^2 * 10 ms = 0.075 rad/s per step) and cheap (bench: tens of us per step).
-    rate_hz: float = Field(100.0, gt=0.0, le=1000.0)
-    command_timeout_s: float = Field(0.2, gt=0.0)
-    joint_state_timeout_s: float = Field(0.1, gt=0.0)
-    max_future_stamp_s: float = Field(0.05, ge=0.0)
-    # Plan to reach each proposal over this horizon (the proposal period); 0 = within one tick.
-    target_horizon_s: float = Field(0.05, ge=0.0)
-    # Max distance of a command from the measured position, one value for all joints or one per
-    # joint; a value <= 0 switches it off for that joint.
+    rate_hz: float = Field(100.0, gt=0.0, le=1000.0, description="command rate of the limiter (Hz)")
+    command_timeout_s: float = Field(
+        0.2, gt=0.0, le=10.0, description="no proposal for this long: controlled stop, then hold (s)")
+    joint_state_timeout_s: float = Field(
+        0.1, gt=0.0, le=10.0, description="no joint state for this long: controlled stop, then hold (s)")
+    max_future_stamp_s: float = Field(
+        0.05, ge=0.0, le=1.0, description="proposals stamped further ahead than this are refused (s)")
+    target_horizon_s: float = Field(
+        0.05, ge=0.0, le=1.0,
+        description="reach each proposal over this horizon, the proposal period (s); 0 = within one tick")
     max_relative_target: list[float] = Field(
-        default_factory=lambda: [0.25] * 7 + [0.02], min_length=1)
-    uniform_scaling: bool = False
-    proposed_command_topic: str = "/omni_vla/proposed_command"
-    joint_states_topic: str = "/joint_states"
-    command_topic: str = "/forward_position_controller/commands"
-    estop_topic: str = "/omni_vla/estop"
-    reset_estop_service: str = "/omni_vla/reset_estop"
-    diagnostics_topic: str = "/diagnostics"
-    status_topic: str = "/omni_vla/safety_status"
-    status_period_s: float = Field(0.1, gt=0.0)
-    diagnostics_period_s: float = Field(1.0, gt=0.0)
+        default_factory=lambda: [0.25] * 7 + [0.02], min_length=1,
+        description="max distance of a command from the measured position, one value or one per joint; "
+                    "<= 0 switches it off for that joint")
+    out_of_range: Literal["refuse", "saturate"] = Field(
+        "refuse", description="a proposal beyond the position range by more than out_of_range_tolerance: "
+                              "refuse it and hold (refuse), or clamp it into the range (saturate)")
+    out_of_range_tolerance: list[float] = Field(
+        default_factory=lambda: [0.05] * 7 + [0.005], min_length=1,
+        description="how far beyond the position range a proposal may reach before it is refused, "
+                    "one value or one per joint (rad, m); within it the target is clamped")
+    limit_margin: float = Field(
+        0.05, ge=0.0, le=0.5,
+        description="fraction kept below the velocity, acceleration, deceleration and jerk limits, so a "
+                    "servo that overshoots its command stays inside the real limit")
+    uniform_scaling: bool = Field(
+        False, description="scale all joints by one factor to keep the direction of motion "
+                           "(per joint when infeasible)")
+    proposed_command_topic: str = Field("/omni_vla/proposed_command", description="proposals in (JointTrajectory)")
+    joint_states_topic: str = Field("/joint_states", description="measured joint states in (JointState)")
+    command_topic: str = Field("/forward_position_controller/commands",
+                               description="limited position commands out (Float64MultiArray)")
+    estop_topic: str = Field("/omni_vla/estop", description="e-stop in (Bool): true latches a stop")
+    reset_estop_service: str = Field("/omni_vla/reset_estop", description="clears a released e-stop (Trigger)")
+    diagnostics_topic: str = Field("/diagnostics", description="diagnostic_msgs/DiagnosticArray out")
+    status_topic: str = Field("/omni_vla/safety_status", description="compact JSON status out (String)")
+    status_period_s: float = Field(0.1, gt=0.0, le=60.0, description="status topic period (s)")
+    diagnostics_period_s: float = Field(1.0, gt=0.0, le=60.0, description="diagnostics period (s)")
 
     @field_validator("joint_names")
     @classmethod
@@ -54,9 +79,14 @@ class SupervisorConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "SupervisorConfig":
         n = len(self.joint_names)
-        if len(self.max_relative_target) not in (1, n):
-            raise ValueError(f"max_relative_target needs 1 or {n} values (one per joint), "
-                             f"got {len(self.max_relative_target)}")
+        for name in ("max_relative_target", "out_of_range_tolerance"):
+            values = getattr(self, name)
+            if len(values) not in (1, n):
+                raise ValueError(f"{name} needs 1 or {n} values (one per joint), got {len(values)}")
+            if not all(math.isfinite(v) for v in values):
+                raise ValueError(f"{name} must be finite, got {values}")
+        if any(v < 0 for v in self.out_of_range_tolerance):
+            raise ValueError(f"out_of_range_tolerance must not be negative, got {self.out_of_range_tolerance}")
         period = 1.0 / self.rate_hz
         for name in ("command_timeout_s", "joint_state_timeout_s"):
             if getattr(self, name) < 2 * period:

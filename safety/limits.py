@@ -206,6 +206,61 @@ def require_joints(limits: Mapping[str, JointLimitSet], joint_names: Iterable[st
     ordered = []
     for joint in joint_names:
         if joint not in limits:
-            raise LimitsError(f"{source}: joint '{joint}' has no entry (field joint_limits.{joint} is missing)")
-        ordered.append(limits[joint])
+            raise LimitsError(f"{source}: joint '{joint}': missing {', '.join(missing)} (the supervisor "
+                              "enforces position, velocity and acceleration limits); supply it in joint_limits_overlay")
+    return ordered
+
+
+# Limits the limiter cannot run without: missing one is an error, never an infinite limit.
+REQUIRED = ("position", "velocity", "acceleration")
+
+
+def merge_overlay(base: Mapping[str, JointLimitSet], overlay_path: str | Path) -> dict[str, JointLimitSet]:
+    """Fields of a joint_limits YAML overlay complete or override the base limits, joint by joint."""
+    path = Path(overlay_path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise LimitsError(f"{path}: cannot read limits overlay: {exc}") from exc
+    try:
+        raw = _joint_limits_mapping(yaml.safe_load(text), str(path))
+    except yaml.YAMLError as exc:
+        raise LimitsError(f"{path}: not valid YAML: {exc}") from exc
+    merged = dict(base)
+    for joint, fields in raw.items():
+        if fields is not None and not isinstance(fields, dict):
+            raise LimitsError(f"{path}: joint '{joint}': expected a mapping of limit fields, got {fields!r}")
+        current = merged.get(str(joint))
+        combined: dict[str, Any] = {}
+        if current is not None:
+            combined.update(current.hard.model_dump())
+            if current.soft is not None:
+                combined.update(has_soft_limits=True, soft_lower_limit=current.soft.min_position,
+                                soft_upper_limit=current.soft.max_position,
+                                k_position=current.soft.k_position, k_velocity=current.soft.k_velocity)
+        combined.update(fields or {})
+        merged[str(joint)] = limit_set_from_fields(str(joint), combined, f"{path} over base limits")
+    return merged
+
+
+def missing_limits(spec: JointLimitSet) -> list[str]:
+    """The required limits this joint lacks (see REQUIRED), as field names."""
+    hard = spec.hard
+    return [f"has_{name}_limits" for name in REQUIRED if not getattr(hard, f"has_{name}_limits")]
+
+
+def load_enforced_limits(path: str | Path, joint_names: Iterable[str],
+                         overlay: str | Path | None = None) -> list[JointLimitSet]:
+    """Limits in joint order for the supervisor: file, then overlay; a joint missing a required limit is refused."""
+    sets = load_limit_sets(path)
+    source = str(path)
+    if overlay:
+        sets = merge_overlay(sets, overlay)
+        source = f"{path} + {overlay}"
+    ordered = require_joints(sets, list(joint_names), source)
+    for joint, spec in zip(joint_names, ordered):
+        missing = missing_limits(spec)
+        if missing:
+            raise LimitsError(f"{source}: joint '{joint}' has no {', '.join(missing)[4:] if len(missing) == 1 else ', '.join(missing)} "
+                              f"limit (missing: {', '.join(missing)}); supply it in a joint_limits overlay")
     return ordered

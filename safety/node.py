@@ -26,7 +26,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from omni_vla_safety.config import NODE_NAME, SupervisorConfig, resolve_path
-from omni_vla_safety.limits import LimitsError, load_limit_sets, require_joints
+from omni_vla_safety.limits import LimitsError, load_enforced_limits
 from omni_vla_safety.supervisor import ACTIVE, ESTOP, Supervisor
 
 _LEVELS = {ACTIVE: DiagnosticStatus.OK, ESTOP: DiagnosticStatus.ERROR}
@@ -40,7 +40,8 @@ class SafetySupervisorNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self.config = self._read_parameters()
         limits_path = resolve_path(self.config.joint_limits_file)
-        limits = require_joints(load_limit_sets(limits_path), self.config.joint_names, str(limits_path))
+        overlay = resolve_path(self.config.joint_limits_overlay) if self.config.joint_limits_overlay else None
+        limits = load_enforced_limits(limits_path, self.config.joint_names, overlay)
         self.supervisor = Supervisor(self.config, limits)
         cfg = self.config
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

@@ -154,11 +154,11 @@ def _env(s: EvalSettings, task: str) -> Any:
 
 def _supervisor(s: EvalSettings) -> Any:
     from omni_vla_safety.config import config_from_yaml
-    from omni_vla_safety.limits import load_limit_sets, require_joints
+    from omni_vla_safety.limits import load_enforced_limits
     from omni_vla_safety.supervisor import Supervisor
 
     cfg = config_from_yaml(s.supervisor_config)
-    limits = require_joints(load_limit_sets(s.joint_limits), cfg.joint_names, str(s.joint_limits))
+    limits = load_enforced_limits(s.joint_limits, cfg.joint_names)
     return Supervisor(cfg, limits)
 
 
