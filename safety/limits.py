@@ -206,8 +206,8 @@ def require_joints(limits: Mapping[str, JointLimitSet], joint_names: Iterable[st
     ordered = []
     for joint in joint_names:
         if joint not in limits:
-            raise LimitsError(f"{source}: joint '{joint}': missing {', '.join(missing)} (the supervisor "
-                              "enforces position, velocity and acceleration limits); supply it in joint_limits_overlay")
+            raise LimitsError(f"{source}: joint '{joint}' has no entry (field joint_limits.{joint} is missing)")
+        ordered.append(limits[joint])
     return ordered
 
 
@@ -261,6 +261,6 @@ def load_enforced_limits(path: str | Path, joint_names: Iterable[str],
     for joint, spec in zip(joint_names, ordered):
         missing = missing_limits(spec)
         if missing:
-            raise LimitsError(f"{source}: joint '{joint}' has no {', '.join(missing)[4:] if len(missing) == 1 else ', '.join(missing)} "
-                              f"limit (missing: {', '.join(missing)}); supply it in a joint_limits overlay")
+            raise LimitsError(f"{source}: joint '{joint}': missing {', '.join(missing)} (the supervisor "
+                              "enforces position, velocity and acceleration limits); supply it in joint_limits_overlay")
     return ordered
