@@ -1,33 +1,36 @@
-"""Per-command joint limiting: position, stopping distance, velocity, max step, acceleration, jerk.
+"""Per-command joint limiting: position, stopping distance, velocity, acceleration, jerk, max step.
 
 Works on the stream of commands this supervisor itself sends (position q, velocity v,
 acceleration a of the last command, command period dt), as libfranka's limitRate does,
-so the output is smooth whatever the proposals look like. Each tick the new command
-velocity v' (q' = q + v' dt) is chosen from nested intervals, highest priority first:
+so the output is smooth whatever the proposals or the measurements look like. The limiter
+trusts only its own command state: a measured position informs the max-step window, never
+the kinematics, so a stale or wild measurement cannot make the command jump. Each tick the
+new command velocity v' (q' = q + v' dt) is chosen from nested intervals, highest priority first:
 
 1. velocity limit and stopping distance to the position range (soft limits where set):
    v' <= B(x) with B the largest speed from which braking at max_deceleration in steps
    of dt still stops within the distance x. Discrete-time form, v'^2 + 2 D dt v' <= 2 D x,
    i.e. after the step v' <= sqrt(2 D x'): the continuous v = sqrt(2 D x) bound holds at
    every command, and the next tick can always decelerate within D (proof: B(x') >= v' - D dt).
-2. max step from the measured position (LeRobot's max_relative_target),
-3. acceleration (speeding up) / deceleration (slowing down, sign of the last velocity),
-4. jerk against the last command's acceleration,
+   Outside the range (a robot that starts there) only motion back towards it is allowed.
+2. acceleration (speeding up) / deceleration (slowing down, sign of the last velocity),
+3. jerk against the last command's acceleration,
+4. max step from the measured position (LeRobot's max_relative_target), braked for like the range,
 5. soft-limit spring (ros2_control SoftJointLimits k_position),
-6. no-overshoot approach of the target (not a limit; never reported).
+6. no-overshoot approach of the target, clamped into the range (not a limit; never reported).
 
 A lower-priority interval that does not intersect the higher ones cannot be met: the
-command goes to the nearest edge of the higher-priority interval (as close to honouring
-it as allowed) and, for limits, that is reported as `<kind>_yielded`: position and
-velocity always win. From any state
-this limiter produced itself, 1 and 3 always intersect, so acceleration is only yielded
-after a max-step correction (robot far from its command); jerk yields only when J dt is
-smaller than the braking needs (never for the Panda at 100 Hz: J dt >= A + D).
+command goes to the nearest edge of the higher-priority interval and that is reported as
+`<kind>_yielded`. From any state this limiter produced itself, 1 and 2 always intersect
+(the proof above), so the kinematic limits hold whatever arrives; jerk yields only where
+J dt is smaller than the braking needs (never when J dt >= A + D, e.g. the Panda at 100 Hz).
+`margin` keeps every rate limit (velocity, acceleration, deceleration, jerk) that fraction
+below the configured one, so a servo that overshoots its command stays inside the real limit.
 Plain-Python loops: at 7 joints they measured faster than numpy ufunc chains (see bench).
 """
 from __future__ import annotations
 
-from math import inf, sqrt
+from math import inf, isfinite, sqrt
 from typing import Sequence
 
 from omni_vla_safety.limits import JointLimitSet
@@ -52,11 +55,19 @@ class CommandLimiter:
 
     def __init__(self, joint_names: Sequence[str], limits: Sequence[JointLimitSet], dt: float,
                  max_relative_target: Sequence[float] | None = None, target_horizon_s: float = 0.0,
-                 uniform_scaling: bool = False) -> None:
+                 uniform_scaling: bool = False, margin: float = 0.0) -> None:
         if len(joint_names) != len(limits):
             raise ValueError(f"{len(joint_names)} joint names but {len(limits)} limit sets")
         if not dt > 0:
             raise ValueError(f"dt must be positive, got {dt}")
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), got {margin}")
+        for name, spec in zip(joint_names, limits):
+            missing = [kind for kind in ("position", "velocity", "acceleration")
+                       if not getattr(spec.hard, f"has_{kind}_limits")]
+            if missing:
+                raise ValueError(f"joint '{name}' has no {' or '.join(missing)} limit: refusing to run it unlimited")
+        keep = 1.0 - margin
         self.joint_names = list(joint_names)
         self.n = n = len(self.joint_names)
         self.dt = dt
@@ -86,13 +97,13 @@ class CommandLimiter:
             self.hi.append(hi)
             self.hard_lo.append(hard.min_position if hard.has_position_limits else -inf)
             self.hard_hi.append(hard.max_position if hard.has_position_limits else inf)
-            self.vmax.append(hard.max_velocity if hard.has_velocity_limits else inf)
-            acc = hard.max_acceleration if hard.has_acceleration_limits else inf
+            self.vmax.append(keep * hard.max_velocity)
+            acc = keep * hard.max_acceleration
             # ros2_control: without a deceleration limit, slowing down is bounded by max_acceleration.
-            dec = hard.max_deceleration if hard.has_deceleration_limits else acc
+            dec = keep * hard.max_deceleration if hard.has_deceleration_limits else acc
             self.acc.append(acc)
             self.dec.append(dec)
-            self.jerk.append(hard.max_jerk if hard.has_jerk_limits else inf)
+            self.jerk.append(keep * hard.max_jerk if hard.has_jerk_limits else inf)
             soft = spec.soft
             self.k_soft.append(soft.k_position if soft is not None else 0.0)
             self.soft_lo.append(soft.min_position if soft is not None else -inf)
@@ -115,9 +126,13 @@ class CommandLimiter:
         self._vd = [0.0] * n
 
     def reset(self, positions: Sequence[float]) -> None:
-        """Start from rest at the given (measured) positions, clamped into the hard range."""
+        """Start from rest at the given (measured, finite) positions, even outside the range: a
+        command that jumped into it would be the largest step this limiter could ever send."""
+        values = [float(p) for p in positions]
+        if len(values) != self.n or not all(isfinite(p) for p in values):
+            raise ValueError(f"reset needs {self.n} finite positions, got {positions!r}")
         for i in range(self.n):
-            self.q[i] = min(max(float(positions[i]), self.hard_lo[i]), self.hard_hi[i])
+            self.q[i] = values[i]
             self.v[i] = 0.0
             self.a[i] = 0.0
             self.out[i] = self.q[i]
@@ -166,22 +181,6 @@ class CommandLimiter:
             b = -brake(i, q - self.lo[i])
             if b > lo:
                 lo, lk = b, POSITION
-            if measured is not None:
-                s = self.max_step[i]
-                if s < inf:
-                    m = measured[i] - q
-                    wlo, whi = (m - s) / dt, (m + s) / dt
-                    if wlo <= hi and whi >= lo:
-                        if wlo > lo:
-                            lo, lk = wlo, MAX_STEP
-                        if whi < hi:
-                            hi, hk = whi, MAX_STEP
-                    else:
-                        recs.append((MAX_STEP + "_yielded", i, s, m, 0.0))
-                        if whi < lo:
-                            hi, hk = lo, MAX_STEP
-                        else:
-                            lo, lk = hi, MAX_STEP
             if v > 0.0:
                 wlo, whi, wlk, whk = v - self._ddt[i], v + self._adt[i], DECELERATION, ACCELERATION
             elif v < 0.0:
@@ -193,7 +192,7 @@ class CommandLimiter:
                     lo, lk = wlo, wlk
                 if whi < hi:
                     hi, hk = whi, whk
-            else:
+            else:  # only from a state this limiter did not produce (rounding): position still wins
                 if whi < lo:
                     kind = whk
                     hi, hk = lo, whk
@@ -216,6 +215,27 @@ class CommandLimiter:
                         hi, hk = lo, JERK
                     else:
                         lo, lk = hi, JERK
+            if measured is not None:
+                s = self.max_step[i]
+                m = measured[i] - q
+                if s < inf and m - m == 0.0:  # a non-finite measurement never steers the command
+                    # The window around the measurement is a wall braked for like the range: a command
+                    # inside it never overshoots it; outside it (the robot lags), it heads back.
+                    x = m + s
+                    whi = brake(i, x) if x >= 0.0 else x / dt
+                    x = s - m
+                    wlo = -brake(i, x) if x >= 0.0 else -x / dt
+                    if wlo <= hi and whi >= lo:
+                        if wlo > lo:
+                            lo, lk = wlo, MAX_STEP
+                        if whi < hi:
+                            hi, hk = whi, MAX_STEP
+                    else:
+                        recs.append((MAX_STEP + "_yielded", i, s, m, 0.0))
+                        if whi < lo:
+                            hi, hk = lo, MAX_STEP
+                        else:
+                            lo, lk = hi, MAX_STEP
             k = self.k_soft[i]
             if k > 0.0:
                 wlo, whi = k * (self.soft_lo[i] - q), k * (self.soft_hi[i] - q)
@@ -231,7 +251,16 @@ class CommandLimiter:
             if target is None:
                 vd = 0.0
             else:
-                e = target[i] - q
+                t = target[i]
+                # Clamped into the range (and a non-finite target held): e stays finite and small,
+                # so neither the approach nor uniform scaling can overflow.
+                if t > self.hi[i]:
+                    t = self.hi[i]
+                elif t < self.lo[i]:
+                    t = self.lo[i]
+                elif t != t:
+                    t = q
+                e = t - q
                 vd = e * inv_h
                 if e > 0.0:
                     cap = brake(i, e)
@@ -282,11 +311,11 @@ class CommandLimiter:
                     recs.append((kind, i, self.limit_value(kind, i, vd > hi), vd, v_new))
             q = qc[i]
             q_new = q + v_new * dt
-            # Float safety: never step past the position range (or further out if already beyond it).
+            # Float safety: never step past the range; from outside it, only back towards it.
             if q_new > self.hi[i]:
-                q_new = self.hi[i] if q <= self.hi[i] else q
+                q_new = self.hi[i] if q <= self.hi[i] else min(q_new, q)
             elif q_new < self.lo[i]:
-                q_new = self.lo[i] if q >= self.lo[i] else q
+                q_new = self.lo[i] if q >= self.lo[i] else max(q_new, q)
             v_new = (q_new - q) / dt
             ac[i] = (v_new - vc[i]) / dt
             vc[i] = v_new

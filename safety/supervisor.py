@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from omni_vla_safety.config import SupervisorConfig
 from omni_vla_safety.limiter import CommandLimiter, describe
 from omni_vla_safety.limits import JointLimitSet
-from omni_vla_safety.validation import NO_JOINT_STATE, JointOrder, Rejection, check_age
+from omni_vla_safety.validation import NO_JOINT_STATE, JointOrder, Rejection, check_age, check_range
 
 WAITING = "waiting_for_joint_state"
 ESTOP = "estop"
@@ -37,7 +37,12 @@ class Supervisor:
         self.limiter = CommandLimiter(config.joint_names, limits, config.dt,
                                       max_relative_target=config.max_relative_target,
                                       target_horizon_s=config.target_horizon_s,
-                                      uniform_scaling=config.uniform_scaling)
+                                      uniform_scaling=config.uniform_scaling, margin=config.limit_margin)
+        n = len(config.joint_names)
+        tol = list(config.out_of_range_tolerance) * (n if len(config.out_of_range_tolerance) == 1 else 1)
+        # Targets beyond these bounds come from a broken policy: refused (or clamped when saturating).
+        self.accept_lo = [lo - t for lo, t in zip(self.limiter.lo, tol)]
+        self.accept_hi = [hi + t for hi, t in zip(self.limiter.hi, tol)]
         self.state = WAITING
         self.reason = "no joint state received yet"
         self.last_intervention = ""
@@ -63,6 +68,8 @@ class Supervisor:
     def on_joint_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> bool:
         """Store a measurement; a bad one is counted and ignored (staleness then stops the robot)."""
         try:
+            if not now - now == 0.0:
+                raise Rejection("bad_clock", f"receive time {now} is not finite")
             measured = self.order.state(names, positions)
         except Rejection as rej:
             self._event("bad_joint_state", f"joint state ignored: {rej}")
@@ -75,6 +82,7 @@ class Supervisor:
         return True
 
     def joint_state_fresh(self, now: float) -> bool:
+        """A joint state arrived within joint_state_timeout_s (False for a non-finite `now`)."""
         return self.measured is not None and now - self.state_time <= self.config.joint_state_timeout_s
 
     def on_command(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
@@ -102,6 +110,8 @@ class Supervisor:
         if not self.joint_state_fresh(now):
             raise Rejection(NO_JOINT_STATE, "no fresh joint state (nothing safe to limit against)")
         target = self.order.command(names, positions)
+        if self.config.out_of_range == "refuse":
+            check_range(target, self.accept_lo, self.accept_hi, self.order.names)
         self.command_time = check_age(stamp, now, self.config.command_timeout_s, self.config.max_future_stamp_s)
         return target
 
@@ -121,9 +131,9 @@ class Supervisor:
             return False, "e-stop input is still True: publish False on the estop topic first"
         if not self.limiter.stopped:
             return False, "robot is still braking: retry once stopped"
+        # The limiter keeps its own (stopped) command state: re-syncing it to the measurement here
+        # would make the command jump by the tracking error and reset its acceleration.
         self.estop_latched = False
-        if self.joint_state_fresh(now):
-            self.limiter.reset(self.measured)  # resume from where the robot really is
         self.state = HOLD
         self._event("estop_reset", "e-stop reset; holding until a valid proposal")
         return True, "e-stop cleared; holding until a new proposal arrives"
@@ -142,13 +152,13 @@ class Supervisor:
         if self.estop_latched:
             self.state = ESTOP
             out = limiter.stop()
-        elif not self.joint_state_fresh(now):
+        elif not self.joint_state_fresh(now):  # also a non-finite clock: NaN compares false
             self.target = None
             self._enter(WATCHDOG, "watchdog_joint_state",
                         f"joint states stale ({now - self.state_time:.3f} s > joint_state_timeout_s "
                         f"{self.config.joint_state_timeout_s}): controlled stop")
             out = limiter.stop()
-        elif self.target is not None and now - self.command_time > self.config.command_timeout_s:
+        elif self.target is not None and not now - self.command_time <= self.config.command_timeout_s:
             self.target = None
             self._enter(WATCHDOG, "watchdog_command",
                         f"proposals stopped ({now - self.command_time:.3f} s > command_timeout_s "

@@ -15,6 +15,7 @@ STALE = "rejected_stale"
 FUTURE = "rejected_future_stamp"
 NO_JOINT_STATE = "rejected_no_joint_state"
 NO_POINTS = "rejected_no_points"
+OUT_OF_RANGE = "rejected_out_of_range"
 
 
 class Rejection(Exception):
@@ -65,6 +66,9 @@ class JointOrder:
             ordered = list(positions)
         else:
             lookup = dict(zip(names, positions))
+            if len(lookup) != len(names):
+                twice = sorted({n for n in names if list(names).count(n) > 1})
+                raise Rejection(NAMES, f"joint state names joint '{twice[0]}' twice")
             try:
                 ordered = [lookup[name] for name in self.names]
             except KeyError as exc:
@@ -82,10 +86,20 @@ class JointOrder:
                 raise Rejection(NON_FINITE, f"{what} position of joint '{name}' is {value}")
 
 
+def check_range(target: Sequence[float], lo: Sequence[float], hi: Sequence[float], names: Sequence[str]) -> None:
+    """Refuse a target beyond the accepted bounds: a policy asking for that is broken, not to be obeyed."""
+    for i, value in enumerate(target):
+        if not lo[i] <= value <= hi[i]:
+            raise Rejection(OUT_OF_RANGE, f"target {value:.6g} of joint '{names[i]}' is outside "
+                                          f"[{lo[i]:.6g}, {hi[i]:.6g}] (position range plus out_of_range_tolerance)")
+
+
 def check_age(stamp: float | None, now: float, timeout: float, max_future: float) -> float:
-    """The command's time (its stamp, or `now` for a zero stamp); refuses old and future stamps."""
+    """The command's time (its stamp, or `now` for a zero stamp); refuses old, future and non-finite stamps."""
     if stamp is None:
         return now
+    if not (stamp - stamp == 0.0 and now - now == 0.0):
+        raise Rejection(STALE, f"command stamp {stamp} or receive time {now} is not finite")
     age = now - stamp
     if age > timeout:
         raise Rejection(STALE, f"command is {age:.3f} s old, older than command_timeout_s {timeout:.3f}")
