@@ -9,6 +9,7 @@ get hurt, so it is refused with the joint and the field named.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -166,33 +167,112 @@ def _joint_limits_mapping(data: Any, source: str) -> Mapping[str, Any]:
                       "<node>: ros__parameters:)")
 
 
-def parse_joint_limits_yaml(text: str, source: str = "<yaml>") -> dict[str, JointLimitSet]:
-    """Parse ros2_control joint_limits YAML text into validated per-joint limit sets."""
+def _yaml_lines(text: str) -> dict[tuple[str, str], int]:
+    """(joint, field) -> 1-based line of every field under a `joint_limits:` mapping, for provenance."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[tuple[str, str], int] = {}
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, yaml.MappingNode):
+            continue
+        for key, value in current.value:
+            if key.value == "joint_limits" and isinstance(value, yaml.MappingNode):
+                for joint, body in value.value:
+                    lines[(str(joint.value), "")] = joint.start_mark.line + 1
+                    if isinstance(body, yaml.MappingNode):
+                        for fkey, _ in body.value:
+                            lines[(str(joint.value), str(fkey.value))] = fkey.start_mark.line + 1
+            stack.append(value)
+    return lines
+
+
+def _field_group(key: str) -> str:
+    """The limit a joint_limits field belongs to: position, velocity, ..., soft."""
+    if key in SOFT_KEYS:
+        return "soft"
+    if key in ("min_position", "max_position", "angle_wraparound"):
+        return "position"
+    if key.startswith("has_") and key.endswith("_limits"):
+        return key[4:-7]
+    return key[4:] if key.startswith("max_") else key
+
+
+@dataclass
+class JointSource:
+    """One joint as its source states it: joint_limits fields and where each limit came from."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+    kind: str = ""
+    follows: str = ""
+    note: str = ""
+
+    def set(self, key: str, value: Any, group: str, where: str) -> None:
+        self.fields[key] = value
+        self.origin[group] = where
+
+    def set_many(self, values: Mapping[str, Any], group: str, where: str) -> None:
+        self.fields.update(values)
+        self.origin[group] = where
+
+
+def _yaml_mapping(text: str, source: str) -> Mapping[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise LimitsError(f"{source}: not valid YAML: {exc}") from exc
     mapping = _joint_limits_mapping(data, source)
-    out: dict[str, JointLimitSet] = {}
     for joint, fields in mapping.items():
         if fields is not None and not isinstance(fields, dict):
             raise LimitsError(f"{source}: joint '{joint}': expected a mapping of limit fields, got {fields!r}")
-        out[str(joint)] = limit_set_from_fields(str(joint), fields, source)
+    return mapping
+
+
+def yaml_sources(text: str, source: str) -> dict[str, JointSource]:
+    """joint_limits YAML as JointSources, each limit traced to its file line."""
+    lines = _yaml_lines(text)
+    name = Path(source).name
+    out: dict[str, JointSource] = {}
+    for joint, fields in _yaml_mapping(text, source).items():
+        js = JointSource(kind="yaml")
+        for key, value in (fields or {}).items():
+            line = lines.get((str(joint), str(key)), 0)
+            js.set(str(key), value, _field_group(str(key)), f"{name}:{line} joint_limits.{joint}.{key}")
+        out[str(joint)] = js
     return out
+
+
+def parse_joint_limits_yaml(text: str, source: str = "<yaml>") -> dict[str, JointLimitSet]:
+    """Parse ros2_control joint_limits YAML text into validated per-joint limit sets."""
+    return {joint: limit_set_from_fields(joint, fields, source)
+            for joint, fields in _yaml_mapping(text, source).items()}
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LimitsError(f"{path}: cannot read {what}: {exc}") from exc
+
+
+def load_sources(path: str | Path) -> dict[str, JointSource]:
+    """Unvalidated joint sources of a joint_limits YAML, URDF or MJCF file (chosen by content)."""
+    path = Path(path)
+    text = _read(path, "limits file")
+    if text.lstrip().startswith("<"):
+        from omni_vla_safety.limits_sources import parse_xml_sources
+
+        return parse_xml_sources(text, str(path))
+    return yaml_sources(text, str(path))
 
 
 def load_limit_sets(path: str | Path) -> dict[str, JointLimitSet]:
     """Load hard+soft limits from a joint_limits YAML, a URDF or an MJCF file (chosen by content)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise LimitsError(f"{path}: cannot read limits file: {exc}") from exc
-    if text.lstrip().startswith("<"):
-        from omni_vla_safety.limits_sources import parse_xml_limits
-
-        return parse_xml_limits(text, str(path))
-    return parse_joint_limits_yaml(text, str(path))
+    return {joint: limit_set_from_fields(joint, js.fields, str(path)) for joint, js in load_sources(path).items()}
 
 
 def load_joint_limits(path: str | Path) -> dict[str, JointLimits]:
@@ -206,7 +286,8 @@ def require_joints(limits: Mapping[str, JointLimitSet], joint_names: Iterable[st
     ordered = []
     for joint in joint_names:
         if joint not in limits:
-            raise LimitsError(f"{source}: joint '{joint}' has no entry (field joint_limits.{joint} is missing)")
+            raise LimitsError(f"{source}: joint '{joint}' has no entry (add joint_limits.{joint}, "
+                              "e.g. in a joint_limits overlay)")
         ordered.append(limits[joint])
     return ordered
 
@@ -215,32 +296,34 @@ def require_joints(limits: Mapping[str, JointLimitSet], joint_names: Iterable[st
 REQUIRED = ("position", "velocity", "acceleration")
 
 
+def overlay_sources(base: Mapping[str, JointSource], overlay_path: str | Path) -> dict[str, JointSource]:
+    """Fields of a joint_limits YAML overlay complete or override the base sources, joint by joint."""
+    path = Path(overlay_path)
+    over = yaml_sources(_read(path, "limits overlay"), str(path))
+    merged = {joint: JointSource(dict(js.fields), dict(js.origin), js.kind, js.follows, js.note)
+              for joint, js in base.items()}
+    for joint, extra in over.items():
+        target = merged.setdefault(joint, JointSource(kind="overlay"))
+        for key, value in extra.fields.items():
+            group = _field_group(key)
+            target.set(key, value, group, f"overlay {extra.origin[group]}")
+    return merged
+
+
+def _fields_of(spec: JointLimitSet) -> dict[str, Any]:
+    fields = spec.hard.model_dump()
+    if spec.soft is not None:
+        fields.update(has_soft_limits=True, soft_lower_limit=spec.soft.min_position,
+                      soft_upper_limit=spec.soft.max_position,
+                      k_position=spec.soft.k_position, k_velocity=spec.soft.k_velocity)
+    return fields
+
+
 def merge_overlay(base: Mapping[str, JointLimitSet], overlay_path: str | Path) -> dict[str, JointLimitSet]:
     """Fields of a joint_limits YAML overlay complete or override the base limits, joint by joint."""
-    path = Path(overlay_path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise LimitsError(f"{path}: cannot read limits overlay: {exc}") from exc
-    try:
-        raw = _joint_limits_mapping(yaml.safe_load(text), str(path))
-    except yaml.YAMLError as exc:
-        raise LimitsError(f"{path}: not valid YAML: {exc}") from exc
-    merged = dict(base)
-    for joint, fields in raw.items():
-        if fields is not None and not isinstance(fields, dict):
-            raise LimitsError(f"{path}: joint '{joint}': expected a mapping of limit fields, got {fields!r}")
-        current = merged.get(str(joint))
-        combined: dict[str, Any] = {}
-        if current is not None:
-            combined.update(current.hard.model_dump())
-            if current.soft is not None:
-                combined.update(has_soft_limits=True, soft_lower_limit=current.soft.min_position,
-                                soft_upper_limit=current.soft.max_position,
-                                k_position=current.soft.k_position, k_velocity=current.soft.k_velocity)
-        combined.update(fields or {})
-        merged[str(joint)] = limit_set_from_fields(str(joint), combined, f"{path} over base limits")
-    return merged
+    sources = overlay_sources({j: JointSource(_fields_of(s)) for j, s in base.items()}, overlay_path)
+    return {joint: limit_set_from_fields(joint, js.fields, f"{overlay_path} over base limits")
+            for joint, js in sources.items()}
 
 
 def missing_limits(spec: JointLimitSet) -> list[str]:
@@ -249,18 +332,42 @@ def missing_limits(spec: JointLimitSet) -> list[str]:
     return [f"has_{name}_limits" for name in REQUIRED if not getattr(hard, f"has_{name}_limits")]
 
 
-def load_enforced_limits(path: str | Path, joint_names: Iterable[str],
-                         overlay: str | Path | None = None) -> list[JointLimitSet]:
-    """Limits in joint order for the supervisor: file, then overlay; a joint missing a required limit is refused."""
-    sets = load_limit_sets(path)
+def enforcement_problem(joint: str, js: JointSource | None, spec: JointLimitSet | None) -> str:
+    """Why the supervisor cannot enforce this joint ('' when it can)."""
+    if js is None or spec is None:
+        return f"joint '{joint}' has no entry"
+    if js.follows:
+        return (f"joint '{joint}' follows '{js.follows}' ({js.note}); command '{js.follows}' "
+                "and drop this joint from joint_names")
+    missing = [name for name in REQUIRED if not getattr(spec.hard, f"has_{name}_limits")]
+    if not missing:
+        return ""
+    why = " (continuous joint)" if "position" in missing and spec.hard.angle_wraparound else ""
+    return f"joint '{joint}' has no {', '.join(missing)} limit{why}"
+
+
+def describe_limits(path: str | Path, overlay: str | Path | None = None
+                    ) -> tuple[dict[str, JointSource], dict[str, JointLimitSet], str]:
+    """(sources with provenance, validated limit sets, source label) of a file plus an optional overlay."""
+    sources = load_sources(path)
     source = str(path)
     if overlay:
-        sets = merge_overlay(sets, overlay)
+        sources = overlay_sources(sources, overlay)
         source = f"{path} + {overlay}"
-    ordered = require_joints(sets, list(joint_names), source)
-    for joint, spec in zip(joint_names, ordered):
-        missing = missing_limits(spec)
-        if missing:
-            raise LimitsError(f"{source}: joint '{joint}': missing {', '.join(missing)} (the supervisor "
-                              "enforces position, velocity and acceleration limits); supply it in joint_limits_overlay")
-    return ordered
+    sets = {joint: limit_set_from_fields(joint, js.fields, source) for joint, js in sources.items()}
+    return sources, sets, source
+
+
+def load_enforced_limits(path: str | Path, joint_names: Iterable[str],
+                         overlay: str | Path | None = None) -> list[JointLimitSet]:
+    """Limits in joint order for the supervisor: file, then overlay; a joint missing a required limit,
+    absent, or following another joint (mimic/coupled) is refused with one line naming it."""
+    sources, sets, source = describe_limits(path, overlay)
+    names = list(joint_names)
+    for joint in names:
+        problem = enforcement_problem(joint, sources.get(joint), sets.get(joint))
+        if problem:
+            raise LimitsError(f"{source}: {problem}; supply it in a joint_limits overlay "
+                              "(the supervisor enforces position, velocity and acceleration limits)"
+                              if "follows" not in problem else f"{source}: {problem}")
+    return [sets[joint] for joint in names]
