@@ -343,7 +343,9 @@ def enforcement_problem(joint: str, js: JointSource | None, spec: JointLimitSet 
     if not missing:
         return ""
     why = " (continuous joint)" if "position" in missing and spec.hard.angle_wraparound else ""
-    return f"joint '{joint}' has no {', '.join(missing)} limit{why}"
+    names = " and ".join(missing) if len(missing) < 3 else "position, velocity and acceleration"
+    fields = ", ".join(f"has_{m}_limits" for m in missing)
+    return f"joint '{joint}' is missing {names} limit{'s' if len(missing) > 1 else ''}{why} ({fields})"
 
 
 def describe_limits(path: str | Path, overlay: str | Path | None = None

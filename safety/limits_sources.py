@@ -12,8 +12,9 @@ rules MuJoCo's compiler applies (checked against MuJoCo in tests/test_safety_lim
   all actuator shortcuts of one class share one actuator default, as in MuJoCo.
 - A position servo's ctrlrange (divided by its gear) narrows the joint range.
 - A joint held to another by `<equality><joint joint1 joint2>` without an actuator of its
-  own, and a URDF `<mimic>` joint, is reported as following that joint: the supervisor
-  commands the leader and refuses to command the follower (it is not enforced).
+  own (joint1 when neither has one, MuJoCo's direction), and a URDF `<mimic>` joint, is
+  reported as following the other: the supervisor commands the leader and refuses to
+  command the follower, so its limits are shown but not enforced.
 - URDF velocity="0" / effort="0" (or absent) mean "not given", never a zero or infinite limit;
   a continuous joint has no position limit and is flagged with angle_wraparound.
 """
@@ -273,7 +274,8 @@ def _mjcf_sources(root: ET.Element, tree: _Tree, source: str) -> dict[str, Joint
             _apply_actuator(act.tag, attrs, out[joint], joint, tree.at(act, ""), autolimits, source)
     for equality in root.findall("equality"):
         for eq in equality.findall("joint"):
-            follower, leader = eq.get("joint1", ""), eq.get("joint2", "")
+            joint1, joint2 = eq.get("joint1", ""), eq.get("joint2", "")
+            follower, leader = (joint2, joint1) if joint1 in actuated and joint2 not in actuated else (joint1, joint2)
             if follower in out and follower not in actuated:
                 out[follower].follows = leader or "(held constant)"
                 out[follower].note = f"coupled to {leader or 'a constant'} by {tree.at(eq, 'polycoef')}: not commanded"
@@ -308,12 +310,14 @@ def _apply_actuator(tag: str, attrs: dict[str, str], js: JointSource, joint: str
     if _limited(attrs, "ctrllimited", "ctrlrange", autolimits, f"{source}: actuator on joint '{joint}'"):
         ctrl = _floats(attrs.get("ctrlrange", "0 0"), 2, "ctrlrange", joint, source)
         what = "ctrlrange"
+        if not ctrl[0] < ctrl[1]:
+            raise LimitsError(f"{source}: joint '{joint}': {where} ctrlrange {ctrl} is empty (MuJoCo refuses it)")
     inherit = float(attrs.get("inheritrange", "0") or 0)
     if tag == "position" and inherit > 0 and js.fields.get("has_position_limits"):
         mid = (js.fields["min_position"] + js.fields["max_position"]) / 2
         half = (js.fields["max_position"] - js.fields["min_position"]) / 2 * inherit
         ctrl, what = [mid - half, mid + half], f"inheritrange={inherit}"
-    if ctrl is not None and ctrl[0] < ctrl[1]:
+    if ctrl is not None:
         lo, hi = sorted((ctrl[0] / gear, ctrl[1] / gear))
         if tag == "position" or (tag == "general" and is_position_servo(attrs)):
             if js.fields.get("has_position_limits"):
@@ -322,8 +326,9 @@ def _apply_actuator(tag: str, attrs: dict[str, str], js: JointSource, joint: str
                 if lo >= hi:
                     raise LimitsError(f"{source}: joint '{joint}': {where} {what} leaves no range inside "
                                       "the joint range")
+                narrowed = (lo, hi) != (js.fields["min_position"], js.fields["max_position"])
                 js.set_many(dict(min_position=lo, max_position=hi), "position",
-                            f"{old} narrowed by {where.replace('>', ' ' + what + '>')}")
+                            f"{old} {'narrowed by' if narrowed else 'within'} {where.replace('>', ' ' + what + '>')}")
             else:
                 js.set_many(dict(has_position_limits=True, min_position=lo, max_position=hi), "position",
                             where.replace(">", f" {what}>"))
