@@ -114,6 +114,7 @@ class CommandLimiter:
         self._adt = [a * dt for a in self.acc]
         self._ddt = [d * dt for d in self.dec]
         self._jdt2 = [j * dt * dt for j in self.jerk]
+        self._jerk_binds = [j * dt < a + d for j, a, d in zip(self.jerk, self.acc, self.dec)]
         self.q = [0.0] * n
         self.v = [0.0] * n
         self.a = [0.0] * n
@@ -153,6 +154,12 @@ class CommandLimiter:
             return x / self.dt
         c2 = self._c2[i]
         return c2 * x / (c1 + sqrt(c1 * c1 + c2 * x))
+
+    def _brake_accel(self, i: int, x: float) -> float:
+        """Largest |acceleration| from which joint i's jerk limit brings it to zero within a velocity change x."""
+        j = self.jerk[i]
+        c1 = j * self.dt
+        return 2.0 * j * x / (c1 + sqrt(c1 * c1 + 2.0 * j * x))
 
     def limit(self, target: Sequence[float], measured: Sequence[float] | None) -> list[float]:
         """Next command towards `target` (joint order); returns the internal buffer, copy to keep."""
@@ -268,6 +275,18 @@ class CommandLimiter:
                         hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
                 elif e < 0.0:
                     cap = -brake(i, -e)
+                    if cap > lo:
+                        lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
+            if self._jerk_binds[i]:
+                # Where jerk binds (J dt < A + D), approach the wanted velocity as the range is approached
+                # one derivative up: |a'| <= B_J(|vd - v|), so a stop ends at rest instead of overshooting.
+                dv = vd - v
+                if dv > 0.0:
+                    cap = v + self._brake_accel(i, dv) * dt
+                    if cap < hi:
+                        hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
+                elif dv < 0.0:
+                    cap = v - self._brake_accel(i, -dv) * dt
                     if cap > lo:
                         lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
             blo[i], bhi[i], klo[i], khi[i], vds[i] = lo, hi, lk, hk, vd
