@@ -48,7 +48,7 @@ class SupervisorConfig(BaseModel):
         "refuse", description="a proposal beyond the position range by more than out_of_range_tolerance: "
                               "refuse it and hold (refuse), or clamp it into the range (saturate)")
     out_of_range_tolerance: list[float] = Field(
-        default_factory=lambda: [0.05] * 7 + [0.005], min_length=1,
+        default_factory=lambda: [0.05] * 7 + [0.02], min_length=1,
         description="how far beyond the position range a proposal may reach before it is refused, "
                     "one value or one per joint (rad, m); within it the target is clamped")
     limit_margin: float = Field(
