@@ -327,3 +327,29 @@ def test_cli_verb_registered() -> None:
     from omni_vla.cli import VERBS
 
     assert VERBS["limits"] == ("omni_vla_safety.limits_table", "main")
+
+
+@pytest.mark.parametrize("first, last, degrees", [("radian", "degree", True), ("degree", "radian", False)])
+def test_last_compiler_angle_wins_even_across_includes_like_mujoco(tmp_path: Path, first: str, last: str,
+                                                                 degrees: bool) -> None:
+    main = _write(tmp_path, {
+        "m.xml": f'<mujoco><include file="c.xml"/><worldbody><body><joint name="j" range="-1 1"/>'
+                 f'<geom size="0.1"/></body></worldbody><compiler angle="{last}"/></mujoco>',
+        "c.xml": f'<mujoco><compiler angle="{first}"/></mujoco>',
+    })
+    hi = load_limit_sets(main)["j"].hard.max_position
+    assert hi == pytest.approx(math.radians(1) if degrees else 1.0)
+    assert mujoco_limits(mujoco.MjModel.from_xml_path(str(main)))["j"][1] == pytest.approx(hi, abs=1e-12)
+
+
+def test_nested_include_resolves_against_the_main_model_directory_first_like_mujoco(tmp_path: Path) -> None:
+    body = '<mujoco><worldbody><body><joint name="j" range="{}"/><geom size="0.1"/></body></worldbody></mujoco>'
+    main = _write(tmp_path, {"m.xml": '<mujoco><include file="sub/a.xml"/></mujoco>',
+                             "sub/a.xml": '<mujoco><include file="b.xml"/></mujoco>',
+                             "b.xml": body.format("0 90"), "sub/b.xml": body.format("0 45")})
+    expected = mujoco_limits(mujoco.MjModel.from_xml_path(str(main)))["j"][1]
+    assert load_limit_sets(main)["j"].hard.max_position == pytest.approx(expected, abs=1e-12)
+    (tmp_path / "b.xml").unlink()  # then MuJoCo falls back to the including file's directory
+    expected = mujoco_limits(mujoco.MjModel.from_xml_path(str(main)))["j"][1]
+    assert load_limit_sets(main)["j"].hard.max_position == pytest.approx(expected, abs=1e-12) \
+        == pytest.approx(math.radians(45))
