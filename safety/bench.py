@@ -1,5 +1,10 @@
 """Cost of the per-command path (validate + limit) for 7 and 14 joints: `omni-vla bench safety`.
 
+With `--fuzz N`, instead: N hostile steps per robot description and rate (100 Hz, 1 kHz) through
+the supervisor, every output judged by the independent oracle of the test suite
+(tests/safety_oracle.py, loaded from the source checkout: it is written apart from safety/),
+reporting violations by kind and steps per second.
+
 Measured in-process, one thread, on a moving command stream (sinusoids inside the Panda
 limits, fresh stamps), each call timed with perf_counter_ns. "7" is one Panda arm,
 "14" two arms with the same limits. `with_bookkeeping` adds the state machine tick
@@ -8,12 +13,14 @@ limits, fresh stamps), each call timed with perf_counter_ns. "7" is one Panda ar
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Sequence
 
 from omni_vla_safety.config import SupervisorConfig, resolve_path
@@ -78,13 +85,55 @@ def measure(n_joints: int, repetitions: int, limits_file: str) -> dict[str, obje
     return result
 
 
+def fuzz(steps: int, chunk: int, rates: Sequence[float]) -> dict[str, object]:
+    """Run the oracle-checked hostile generator; seeds differ per chunk so starts and faults vary."""
+    tests = Path(__file__).resolve().parent.parent / "tests"
+    if not (tests / "safety_oracle.py").is_file():
+        raise FileNotFoundError(f"{tests / 'safety_oracle.py'}: the oracle lives in the source checkout's tests/")
+    sys.path.insert(0, str(tests))
+    safety_fuzz = importlib.import_module("safety_fuzz")
+    robots = importlib.import_module("safety_robots").fuzz_robots()
+    runs = []
+    for robot in robots:
+        for rate in rates:
+            done, kinds, t0 = 0, {}, time.perf_counter()
+            seed = 0
+            while done < steps:
+                n = min(chunk, steps - done)
+                rig = safety_fuzz.run_random(robot, rate, n, seed=seed)
+                for kind, count in rig.oracle.counts().items():
+                    kinds[kind] = kinds.get(kind, 0) + count
+                done, seed = done + n, seed + 1
+            wall = time.perf_counter() - t0
+            runs.append({"robot": robot.name, "joints": len(robot.names), "rate_hz": rate, "steps": done,
+                         "episodes": seed, "violations": sum(kinds.values()), "violations_by_kind": kinds,
+                         "steps_per_s": round(done / wall)})
+    return {"fuzz": runs, "total_steps": sum(r["steps"] for r in runs),
+            "total_violations": sum(r["violations"] for r in runs)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the benchmark (JSON with --json); returns 0."""
+    """Print the benchmark (JSON with --json); returns 0 (1 when fuzzing found a violation)."""
     parser = argparse.ArgumentParser(prog="omni-vla bench safety", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repetitions", type=int, default=20000, help="timed commands per size")
     parser.add_argument("--limits", default="config/joint_limits.yaml", help="joint limits file (Panda)")
+    parser.add_argument("--fuzz", type=int, default=0, metavar="N",
+                        help="instead: N oracle-checked hostile steps per robot and rate")
+    parser.add_argument("--fuzz-episode", type=int, default=100000, metavar="STEPS",
+                        help="steps per fuzz episode (each a new seed, start and fault mix)")
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.fuzz < 0 or args.fuzz_episode < 1:
+        parser.error("--fuzz must be >= 0 and --fuzz-episode >= 1")
+    if args.fuzz:
+        try:
+            result = fuzz(args.fuzz, args.fuzz_episode, (100.0, 1000.0))
+        except (FileNotFoundError, ImportError) as exc:
+            print(f"omni-vla bench safety --fuzz: {exc}", file=sys.stderr)
+            return 2
+        result.update(python=platform.python_version(), machine=platform.machine())
+        print(json.dumps(result) if args.json else json.dumps(result, indent=1))
+        return 1 if result["total_violations"] else 0
     if args.repetitions < 100:
         parser.error("--repetitions must be at least 100 for a p99")
     report: dict[str, object] = {str(n): measure(n, args.repetitions, args.limits) for n in (7, 14)}

@@ -20,3 +20,12 @@ def test_bench_prints_median_and_p99_for_7_and_14_joints(capsys: pytest.CaptureF
 def test_bench_refuses_too_few_repetitions_for_a_p99() -> None:
     with pytest.raises(SystemExit):
         bench.main(["--repetitions", "5"])
+
+
+def test_bench_fuzz_reports_steps_and_violations_per_robot_and_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--json", "--fuzz", "400", "--fuzz-episode", "200"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    runs = {(r["robot"], r["rate_hz"]) for r in report["fuzz"]}
+    assert {("panda", 100.0), ("panda", 1000.0), ("iiwa", 1000.0), ("aloha_vx300s", 100.0)} <= runs
+    assert all(r["steps"] == 400 and r["episodes"] == 2 and r["steps_per_s"] > 0 for r in report["fuzz"])
+    assert report["total_violations"] == 0 and report["total_steps"] == 400 * len(runs)
