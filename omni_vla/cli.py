@@ -19,10 +19,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "bench runtime": ("omni_vla_policies.bench_runtime", "main"),
     "bench loop": ("omni_vla.bench_loop", "main"),
     "bench safety": ("omni_vla_safety.bench", "main"),
+    "bench graph": ("omni_vla.bench_graph", "main"),
 }
 
 USAGE = "usage: omni-vla {" + ",".join(sorted({v.split()[0] for v in VERBS})) + "} [args]\n" \
-        "       omni-vla bench {sim,runtime,loop,safety} [--json]"
+        "       omni-vla bench {sim,runtime,loop,safety,graph} [--json]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     verb, rest = args[0], args[1:]
     if verb == "bench":
         if not rest or f"bench {rest[0]}" not in VERBS:
-            print(f"omni-vla bench: choose one of sim, runtime, loop, safety\n{USAGE}", file=sys.stderr)
+            print(f"omni-vla bench: choose one of sim, runtime, loop, safety, graph\n{USAGE}", file=sys.stderr)
             return 2
         verb, rest = f"bench {rest[0]}", rest[1:]
     if verb not in VERBS:

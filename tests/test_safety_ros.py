@@ -22,11 +22,16 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rcl_interfaces.msg import ParameterType, SetParametersResult  # noqa: E402
+from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter, parameter_value_to_python  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Bool, Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+
+from omni_vla_safety.config import SupervisorConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -231,3 +236,122 @@ def test_estop_latches_over_ros_and_resets_only_when_clear(ros_env: tuple[Robot,
     response = robot.call_reset()
     assert response.success, response.message
     wait_for(lambda: robot.state() == "hold", 3.0, "hold after reset", robot)
+
+
+# ----- parameters over the ROS parameter services ----------------------------------------------
+def _call(robot: Robot, srv_type: type, name: str, request: object) -> object:
+    client = robot.node.create_client(srv_type, f"/safety_supervisor/{name}")
+    try:
+        assert client.wait_for_service(timeout_sec=5.0), f"/safety_supervisor/{name} not available"
+        future = client.call_async(request)
+        wait_for(future.done, 5.0, f"{name} to answer")
+        return future.result()
+    finally:
+        robot.node.destroy_client(client)
+
+
+def _set(robot: Robot, name: str, value: object) -> SetParametersResult:
+    request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+    return _call(robot, SetParameters, "set_parameters", request).results[0]
+
+
+def _get(robot: Robot, name: str) -> object:
+    reply = _call(robot, GetParameters, "get_parameters", GetParameters.Request(names=[name]))
+    return parameter_value_to_python(reply.values[0])
+
+
+def test_describe_parameters_gives_each_parameter_its_own_name_type_description_and_range(
+        ros_env: tuple[Robot, dict[str, str]]) -> None:
+    robot, _ = ros_env
+    names = ["command_timeout_s", "max_future_stamp_s", "joint_names", "max_relative_target", "uniform_scaling",
+             "out_of_range", "rate_hz", "command_topic"]
+    reply = _call(robot, DescribeParameters, "describe_parameters", DescribeParameters.Request(names=names))
+    described = {d.name: d for d in reply.descriptors}
+    assert list(described) == names
+    t = ParameterType
+    assert {n: d.type for n, d in described.items()} == {
+        "command_timeout_s": t.PARAMETER_DOUBLE, "max_future_stamp_s": t.PARAMETER_DOUBLE,
+        "joint_names": t.PARAMETER_STRING_ARRAY, "max_relative_target": t.PARAMETER_DOUBLE_ARRAY,
+        "uniform_scaling": t.PARAMETER_BOOL, "out_of_range": t.PARAMETER_STRING, "rate_hz": t.PARAMETER_DOUBLE,
+        "command_topic": t.PARAMETER_STRING}
+    assert len({d.description for d in described.values()}) == len(names)
+    assert all(d.description == SupervisorConfig.model_fields[n].description for n, d in described.items())
+    timeout_range = described["command_timeout_s"].floating_point_range[0]
+    assert (timeout_range.from_value, timeout_range.to_value) == (0.0, 10.0)
+    assert "> 0.0" in described["command_timeout_s"].additional_constraints
+    assert described["max_future_stamp_s"].floating_point_range[0].to_value == 1.0
+    assert not described["joint_names"].floating_point_range
+    assert "saturate" in described["out_of_range"].additional_constraints
+    assert not described["command_timeout_s"].read_only and described["rate_hz"].read_only
+    assert described["command_topic"].read_only and described["joint_names"].read_only
+
+
+def test_set_parameters_refuses_an_invalid_value_with_a_reason_and_keeps_the_old_one(
+        ros_env: tuple[Robot, dict[str, str]]) -> None:
+    robot, _ = ros_env
+    result = _set(robot, "command_timeout_s", -1.0)
+    assert not result.successful and "command_timeout_s" in result.reason and "-1.0" in result.reason
+    # In the descriptor's range but not valid for the whole config: pydantic's one-line reason.
+    result = _set(robot, "command_timeout_s", 0.01)
+    assert not result.successful
+    assert "command_timeout_s" in result.reason and "two supervisor periods" in result.reason
+    assert "\n" not in result.reason
+    assert _get(robot, "command_timeout_s") == TIMEOUT_S
+
+
+def test_read_only_parameter_is_refused(ros_env: tuple[Robot, dict[str, str]]) -> None:
+    robot, _ = ros_env
+    result = _set(robot, "rate_hz", 50.0)
+    assert not result.successful and "read-only" in result.reason
+    assert _get(robot, "rate_hz") == RATE_HZ
+
+
+def test_live_parameter_takes_effect(ros_env: tuple[Robot, dict[str, str]]) -> None:
+    """status_period_s 0.05 -> 0.5: the status topic slows down at once; then back."""
+    robot, _ = ros_env
+    wait_for(lambda: len(robot.status) > 5, 15.0, "status messages")
+
+    def rate_over(seconds: float) -> float:
+        n0 = len(robot.status)
+        time.sleep(seconds)
+        return (len(robot.status) - n0) / seconds
+
+    assert rate_over(0.5) > 12.0
+    try:
+        assert _set(robot, "status_period_s", 0.5).successful
+        assert _get(robot, "status_period_s") == 0.5
+        time.sleep(0.2)
+        assert rate_over(2.0) <= 3.0
+    finally:
+        assert _set(robot, "status_period_s", 0.05).successful
+    assert rate_over(0.5) > 12.0
+
+
+def test_diagnostics_name_the_controller_and_report_the_tick(ros_env: tuple[Robot, dict[str, str]]) -> None:
+    robot, _ = ros_env
+    wait_for(lambda: any(s.name == "safety_supervisor" for d in robot.diagnostics for s in d.status), 5.0,
+             "supervisor diagnostics")
+    with robot.lock:
+        status = [s for d in robot.diagnostics for s in d.status if s.name == "safety_supervisor"][-1]
+    assert status.hardware_id == "forward_position_controller"
+    values = {kv.key: kv.value for kv in status.values}
+    assert float(values["tick_lateness_p99_ms"]) >= 0.0 and int(values["missed_ticks"]) >= 0
+    assert values["scheduling"] and values["rate_hz"] == str(RATE_HZ)
+
+
+def test_unknown_parameter_in_the_params_file_refuses_start_naming_it(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(textwrap.dedent(f"""
+        safety_supervisor:
+          ros__parameters:
+            joint_limits_file: {REPO / 'config' / 'joint_limits.yaml'}
+            comand_timeout_s: 0.3
+    """))
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    proc = subprocess.run([sys.executable, "-m", "omni_vla_safety.node", "--ros-args", "--params-file", str(params)],
+                          env=env, capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("safety_supervisor: refusing to start: unknown parameter(s) 'comand_timeout_s'")
+    assert "did you mean 'command_timeout_s'" in lines[0] and "known: joint_names" in lines[0]

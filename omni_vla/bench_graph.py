@@ -1,0 +1,289 @@
+"""`omni-vla bench graph`: the command cadence a robot's controller sees from the real nodes over DDS.
+
+The ROS-free `bench loop` times the loop alone; it cannot see DDS, the executors or the other
+processes on the two cores. This bench starts safety_supervisor and vla_node (shipped bundle, MNN)
+as separate processes like the bringup, a light fake robot in its own process (two 128x128 rgb8
+cameras at 30 Hz, joint states at 100 Hz echoing the last safe command) and a probe in its own
+process that activates the policy and timestamps every proposal and safe command on arrival.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]  # the sim's home pose (sim/robot.py HOME_QPOS)
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+INSTRUCTION = "pick up the red cube"
+SAFE_TOPIC = "/forward_position_controller/commands"
+PROPOSED_TOPIC = "/omni_vla/proposed_command"
+
+
+def _init(domain_id: int, name: str) -> tuple[Any, Any]:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    rclpy.init(domain_id=domain_id)
+    node = rclpy.create_node(name)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    return node, executor
+
+
+def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz: float = 100.0) -> None:
+    """Fake robot: perfect tracking (joint state = last safe command) and two static cameras."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import Float64MultiArray
+
+    node, executor = _init(domain_id, "bench_fake_robot")
+    position = list(HOME)
+
+    def on_command(msg: Float64MultiArray) -> None:
+        position[:] = msg.data
+
+    node.create_subscription(Float64MultiArray, SAFE_TOPIC, on_command,
+                             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    state_pub = node.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+    cameras = [node.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
+               for c in ("front", "wrist")]
+    image = Image(height=size, width=size, encoding="rgb8", step=3 * size,
+                  data=bytes((i * 7) % 251 for i in range(3 * size * size)))
+    state = JointState(name=list(JOINTS))
+
+    def publish_state() -> None:
+        state.header.stamp = node.get_clock().now().to_msg()
+        state.position = list(position)
+        state_pub.publish(state)
+
+    def publish_images() -> None:
+        image.header.stamp = node.get_clock().now().to_msg()
+        for pub in cameras:
+            pub.publish(image)
+
+    node.create_timer(1.0 / state_hz, publish_state)
+    node.create_timer(1.0 / camera_hz, publish_images)
+    _spin_until_signal(executor)
+
+
+def _spin_until_signal(executor: Any) -> None:
+    import rclpy
+
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        rclpy.try_shutdown()
+
+
+def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, startup_timeout: float,
+              out: Path, priority: int = 0) -> None:
+    """The controller's side: activate the policy, timestamp arrivals (CLOCK_MONOTONIC), write JSON.
+
+    `priority` > 0 runs it under SCHED_FIFO like ros2_control's controller manager (50 by default), so
+    the figures are the nodes' and not those of a subscriber starved by whatever else the machine runs."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Float64MultiArray, String
+    from trajectory_msgs.msg import JointTrajectory
+
+    scheduling = _realtime(priority)  # before rclpy.init: the DDS threads inherit it
+    node, executor = _init(domain_id, "bench_probe")
+    reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    arrivals: dict[str, list[float]] = {"proposed": [], "safe": []}
+    diag: dict[str, dict[str, str]] = {}
+    firsts: dict[str, float] = {}
+
+    def on_status(msg: String) -> None:
+        if "active" not in firsts and json.loads(msg.data).get("state") == "active":
+            firsts["active"] = time.monotonic()
+
+    def on_diag(msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            diag[st.name] = {kv.key: kv.value for kv in st.values}
+
+    node.create_subscription(JointTrajectory, PROPOSED_TOPIC,
+                             lambda m: arrivals["proposed"].append(time.monotonic()), reliable)
+    node.create_subscription(Float64MultiArray, SAFE_TOPIC, lambda m: arrivals["safe"].append(time.monotonic()),
+                             reliable)
+    node.create_subscription(String, "/omni_vla/safety_status", on_status, 10)
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=INSTRUCTION))
+    end = time.monotonic() + startup_timeout
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.05)
+        if arrivals["proposed"] and end > arrivals["proposed"][0] + warmup + duration:
+            end = arrivals["proposed"][0] + warmup + duration
+    started = bool(arrivals["proposed"])
+    window = (arrivals["proposed"][0] + warmup, end) if started else (end, end)
+    result = {"proposed_period_ms": _periods(arrivals["proposed"], window),
+              "safe_period_ms": _periods(arrivals["safe"], window), "window_s": round(window[1] - window[0], 3),
+              "first_proposal_s": _since(arrivals["proposed"], t_launch), "first_active_s": _since(
+                  [firsts["active"]] if "active" in firsts else [], t_launch),
+              "cold_start_s": _since(arrivals["safe"], t_launch), "diagnostics": diag, "policy_started": started,
+              "probe_scheduling": scheduling}
+    out.write_text(json.dumps(result))
+    executor.shutdown()
+    node.destroy_node()
+    import rclpy
+
+    rclpy.try_shutdown()
+
+
+def _realtime(priority: int) -> str:
+    if priority <= 0:
+        return "normal"
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, OSError) as exc:
+        return f"SCHED_FIFO {priority} unavailable ({exc})"
+    return f"SCHED_FIFO {priority}"
+
+
+def _since(times: list[float], t0: float) -> float | None:
+    return round(times[0] - t0, 3) if times else None
+
+
+def _periods(times: list[float], window: tuple[float, float]) -> dict[str, float | int | None]:
+    """Arrival periods inside the window (ms): median, p99, max (the worst gap) and the message count."""
+    import numpy as np
+
+    inside = np.array([t for t in times if window[0] <= t <= window[1]])
+    if inside.size < 2:
+        return {"median": None, "p99": None, "max": None, "count": int(inside.size)}
+    periods = np.diff(inside) * 1e3
+    return {"median": round(float(np.median(periods)), 3), "p99": round(float(np.percentile(periods, 99)), 3),
+            "max": round(float(periods.max()), 3), "count": int(inside.size)}
+
+
+def _node_figures(result: dict[str, Any]) -> None:
+    """Lift the nodes' own tick figures out of their last diagnostics into the required keys."""
+    diag = result.get("diagnostics", {})
+    safety = diag.get("safety_supervisor", {})
+    vla = next((v for k, v in diag.items() if k.startswith("vla_node")), {})
+
+    def num(values: dict[str, str], key: str) -> float | None:
+        try:
+            return float(values[key])
+        except (KeyError, ValueError):
+            return None
+
+    result["tick_lateness_ms"] = {"p99": num(safety, "tick_lateness_p99_ms"), "max": num(safety, "tick_lateness_max_ms")}
+    missed = num(safety, "missed_ticks")
+    result["missed_ticks"] = None if missed is None else int(missed)
+    result["safety_scheduling"] = safety.get("scheduling")
+    result["vla_tick_lateness_ms"] = {"p99": num(vla, "tick_lateness_p99_ms"), "max": num(vla, "tick_lateness_max_ms")}
+
+
+def _child(role: str, domain: int, env: dict[str, str], *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "omni_vla.bench_graph", "--role", role, "--domain", str(domain), *extra]
+    return subprocess.Popen(cmd, env=env, cwd=REPO)
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the graph, let the probe measure, stop everything; the probe's figures plus exit codes."""
+    from omni_vla.bringup import Bringup
+    from omni_vla.graph import ROBOT_NODES, NodeSpec
+
+    domain = args.domain or random.Random(time.time_ns() ^ os.getpid()).randint(101, 232)
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain)}
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    specs = tuple(NodeSpec(s.executable, args.safety_module, s.params_file) if s.executable == "safety_supervisor"
+                  else s for s in ROBOT_NODES)
+    # The fake robot's static images make the policy reach past the gripper's range; saturating keeps the
+    # supervisor on its limiting path (as with a real robot) instead of refusing and holding.
+    overrides = {"vla_node": {"bundle_dir": str(args.bundle.resolve()), "backend": args.backend, "autostart": True},
+                 "safety_supervisor": {"out_of_range": "saturate"}}
+    with tempfile.TemporaryDirectory(prefix="bench_graph_") as tmp:
+        log_dir = args.log_dir or Path(tmp) / "logs"
+        out = Path(tmp) / "probe.json"
+        t_launch = time.monotonic()
+        probe = _child("probe", domain, env, "--t-launch", repr(t_launch), "--warmup", str(args.warmup),
+                       "--duration", str(args.duration), "--startup-timeout", str(args.startup_timeout),
+                       "--out", str(out), "--probe-priority", str(args.probe_priority))
+        robot = _child("robot", domain, env)
+        graph = Bringup(specs=specs, domain_id=domain, overrides=overrides, log_dir=log_dir)
+        try:
+            graph.start()
+            probe.wait(timeout=args.startup_timeout + args.warmup + args.duration + 60)
+        finally:
+            codes = graph.stop()
+            codes["fake_robot"] = _stop(robot)
+            codes["probe"] = _stop(probe)
+        if not out.is_file():
+            raise RuntimeError(f"the probe wrote no result (exit codes {codes}); logs: {_tails(log_dir)}")
+        result = json.loads(out.read_text())
+        if not result["policy_started"]:
+            result["logs"] = _tails(log_dir)
+    _node_figures(result)
+    result.update(exit_codes=codes, domain_id=domain, duration_s=args.duration, warmup_s=args.warmup,
+                  loadavg=os.getloadavg())
+    return result
+
+
+def _tails(log_dir: Path, chars: int = 1500) -> dict[str, str]:
+    return {p.name: p.read_text(errors="replace")[-chars:] for p in sorted(Path(log_dir).glob("*.log"))}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="omni-vla bench graph", description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--duration", type=float, default=60.0, help="measured seconds (after the warm-up)")
+    p.add_argument("--warmup", type=float, default=5.0, help="seconds after the first proposal not measured")
+    p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for the first proposal")
+    p.add_argument("--bundle", type=Path, default=REPO / "bundles" / "reference")
+    p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
+    p.add_argument("--domain", type=int, default=0, help="ROS_DOMAIN_ID (0: a random one per run)")
+    p.add_argument("--safety-module", default="omni_vla_safety.node",
+                   help="module run as safety_supervisor (A/B comparisons of supervisor versions)")
+    p.add_argument("--probe-priority", type=int, default=50,
+                   help="SCHED_FIFO priority of the measuring subscriber (ros2_control's default 50; 0 = normal)")
+    p.add_argument("--log-dir", type=Path, default=None, help="keep the nodes' logs here")
+    p.add_argument("--role", default="bench", choices=["bench", "robot", "probe"], help=argparse.SUPPRESS)
+    p.add_argument("--t-launch", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.role == "robot":
+        run_robot(args.domain)
+        return 0
+    if args.role == "probe":
+        run_probe(args.domain, args.t_launch, args.warmup, args.duration, args.startup_timeout, args.out,
+                  args.probe_priority)
+        return 0
+    result = run_bench(args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key in ("proposed_period_ms", "safe_period_ms", "tick_lateness_ms", "vla_tick_lateness_ms"):
+            print(f"{key:22s} {result[key]}")
+        print(f"{'missed_ticks':22s} {result['missed_ticks']}\n{'cold_start_s':22s} {result['cold_start_s']}")
+    return 0 if result["policy_started"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
