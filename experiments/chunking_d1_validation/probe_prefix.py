@@ -3,7 +3,7 @@
 At every rtc request with a pinned prefix (stack, validation seeds, MNN, delay 1, eh 12, noise 0), the same
 inputs are also run unpinned (naive) and pinned to the naive chunk's own first rows (a consistent prefix), and the
 three chunks are compared. Usage (from the repository root):
-  MUJOCO_GL=egl python results/chunking_d1_validation/probe_prefix.py 20 results/chunking_d1_validation/probe_prefix.json
+  MUJOCO_GL=egl python experiments/chunking_d1_validation/probe_prefix.py 20 results/chunking_d1_validation/probe_prefix.json
 """
 from __future__ import annotations
 

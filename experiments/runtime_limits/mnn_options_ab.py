@@ -1,6 +1,6 @@
-"""MNN converter and runtime options on the shipped graphs, interleaved in one process (session 8).
+"""MNN converter and runtime options on the shipped graphs, interleaved in one process (commit c14ec9f).
 
-    python results/runtime_limits/mnn_options_ab.py bundles/reference 300 > results/runtime_limits/mnn_options_ab.json
+    python experiments/runtime_limits/mnn_options_ab.py bundles/reference 300 > results/runtime_limits/mnn_options_ab.json
 
 Each option set re-converts the bundle's prefix.onnx and flow_step.onnx; every variant then runs the same
 inputs, in turn, on one thread. `memory: low` is what turns 8-bit weights into dynamic int8 compute.

@@ -1,7 +1,7 @@
 """Training step time on a synthetic batch (config/policy.yaml model, batch 64, 2 threads): eager, bf16 autocast,
-channels_last, torch.compile and combinations; median of 25 steps after 3 warm-up steps (session 8).
+channels_last, torch.compile and combinations; median of 25 steps after 3 warm-up steps (commit 3b7ab64).
 
-    python results/one_hour/step_speed.py [kinds...] > results/one_hour/step_speed.json
+    python experiments/one_hour/step_speed.py [kinds...] > results/one_hour/step_speed.json
 """
 import sys, time, json
 import numpy as np, torch

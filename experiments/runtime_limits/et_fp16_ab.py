@@ -1,6 +1,6 @@
 """ExecuTorch float32 against float16 programs (`export --executorch-dtype float16`), interleaved in one process.
 
-    python results/runtime_limits/et_fp16_ab.py THREADS REPS bundles/reference <float16 bundle>
+    python experiments/runtime_limits/et_fp16_ab.py THREADS REPS bundles/reference <float16 bundle>
 
 Whole inference (prefix + 10 steps) and the prefix alone on the same inputs, median and p99 ms per bundle.
 """
