@@ -12,14 +12,19 @@ import numpy as np
 
 
 def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval: honest at small n and at 0% / 100%, unlike the normal approximation."""
+    """95% Wilson score interval: honest at small n and at 0% / 100%, unlike the normal approximation.
+
+    No episodes, no interval: (nan, nan), never a [0, 1] that reads like a measured result."""
+    if not 0 <= successes <= n:
+        raise ValueError(f"{successes} successes out of {n} episodes")
     if n == 0:
-        return (0.0, 1.0)
+        return (math.nan, math.nan)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # The bounds at 0% and 100% are exactly 0 and 1 (the formula can miss 1 by a rounding error).
+    return (0.0 if successes == 0 else centre - half, 1.0 if successes == n else centre + half)
 
 
 @dataclass
@@ -64,23 +69,24 @@ def smoothness(actions: np.ndarray, dt: float, boundaries: Iterable[int]) -> dic
 
 
 def _group(results: list[EpisodeResult]) -> dict[str, Any]:
+    """An empty group (e.g. trained instructions in a --held-out run) reports NaN rates and means, not 0."""
     n = len(results)
     k = sum(r.success for r in results)
     lo, hi = wilson(k, n)
     lat = [v for r in results for v in r.latency_ms]
     return {
-        "successes": k, "episodes": n, "rate": k / n if n else 0.0, "ci95": [round(lo, 4), round(hi, 4)],
+        "successes": k, "episodes": n, "rate": k / n if n else math.nan, "ci95": [round(lo, 4), round(hi, 4)],
         "seeds": sorted({r.seed for r in results}),
-        "cloud_plans_per_episode": float(np.mean([r.cloud_plans for r in results])) if n else 0.0,
-        "mean_episode_length": float(np.mean([r.steps for r in results])) if n else 0.0,
-        "interventions_per_episode": float(np.mean([r.interventions for r in results])) if n else 0.0,
+        "cloud_plans_per_episode": float(np.mean([r.cloud_plans for r in results])) if n else math.nan,
+        "mean_episode_length": float(np.mean([r.steps for r in results])) if n else math.nan,
+        "interventions_per_episode": float(np.mean([r.interventions for r in results])) if n else math.nan,
         "interventions_by_kind_per_episode": {
             kind: sum(r.interventions_by_kind.get(kind, 0) for r in results) / n
             for kind in sorted({k for r in results for k in r.interventions_by_kind})
         } if n else {},
-        "jerk_mean": float(np.mean([r.jerk_mean for r in results])) if n else 0.0,
-        "jerk_p99": float(np.mean([r.jerk_p99 for r in results])) if n else 0.0,
-        "boundary_jump_mean": float(np.mean([r.boundary_jump_mean for r in results])) if n else 0.0,
+        "jerk_mean": float(np.mean([r.jerk_mean for r in results])) if n else math.nan,
+        "jerk_p99": float(np.mean([r.jerk_p99 for r in results])) if n else math.nan,
+        "boundary_jump_mean": float(np.mean([r.boundary_jump_mean for r in results])) if n else math.nan,
         "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))} if lat else None,
     }
 
