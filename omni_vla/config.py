@@ -55,7 +55,7 @@ class ControllerConfig(BaseModel):
 
 
 class TopicsConfig(BaseModel):
-    """Topic names (all remappable); defaults follow shared/INTERFACES.md."""
+    """Topic names (all remappable); defaults are the topics in README.md (Running on a robot)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -7,7 +7,7 @@ flight. Two clients implement this:
 - SyncInference (here): runs the runtime in the caller's thread at submit time and releases the
   result `delay_ticks` ticks later, so a run in simulated time does not depend on machine speed.
 - ProcessInference (worker.py): the runtime lives in a spawned process behind shared memory, because
-  ExecuTorch's execute holds the GIL for the whole call (FIELD_NOTES: a 1 kHz ticker thread saw
+  ExecuTorch's execute holds the GIL for the whole call (measured on the 2-core development machine: a 1 kHz ticker thread saw
   1.37 s p50 lateness next to it).
 """
 from __future__ import annotations

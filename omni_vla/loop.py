@@ -2,7 +2,7 @@
 
 Deadlines are `t0 + k * period` (multiplied, never accumulated), so the loop does not drift. The
 real clock sleeps until ~1 ms before a deadline and then spins on perf_counter: measured on this
-project's 2-core machine (FIELD_NOTES), that gives ~0.02 ms p99 lateness at 50 Hz where a plain
+project's 2-core machine (measured), that gives ~0.02 ms p99 lateness at 50 Hz where a plain
 sleep gives the kernel's timer slack. A tick that wakes a period or more late runs as the newest
 due tick and the skipped ones are counted as missed: never a burst of catch-up commands.
 """

@@ -1,7 +1,7 @@
 """Inference in a spawned process, behind shared memory, supervised with restart and backoff.
 
 Why a process: ExecuTorch's Python execute holds the GIL for the whole call, and MNN delayed a
-1 kHz ticker thread by 5.5 ms p99 (FIELD_NOTES); a spawned child left the parent's tick at
+1 kHz ticker thread by 5.5 ms p99 (measured on the 2-core development machine); a spawned child left the parent's tick at
 ~0.02 ms p99. The runtime is created inside the child from (backend, bundle_dir, threads), so torch
 is never imported by the loop process.
 

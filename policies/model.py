@@ -1,7 +1,7 @@
 """Reference VLA: CNN vision tokens + instruction + state -> transformer context -> flow-matching action head.
 
-Written only with ops that ExecuTorch/XNNPACK, ONNX and MNN all run identically (measured, see
-FIELD_NOTES): tanh-GELU written out (ExecuTorch ignores approximate="tanh", MNN always uses tanh),
+Written only with ops that ExecuTorch/XNNPACK, ONNX and MNN all run identically (measured on the
+exported bundles; `omni-vla parity`): tanh-GELU written out (ExecuTorch ignores approximate="tanh", MNN always uses tanh),
 RMSNorm written out (XNNPACK does not take LayerNorm), attention as plain matmul + softmax (no SDPA,
 whose masking emits ONNX IsNaN that MNN cannot convert), sinusoid frequencies as buffers, and the
 Euler loop in Python (while_loop cannot be exported; the export runs one step program N times).

@@ -73,7 +73,7 @@ class TrainConfig(BaseModel):
     recovery_focus: float = Field(0.0, ge=0, lt=1, description=(
         "after each round, this share of the batch rows goes to tasks in proportion to the round's failures "
         "(the rest evenly); needs recovery_episodes and balance_tasks, replaces task_weights from the first round; "
-        "0.5 with failure handovers: no gain in one hour (results/one_hour/, session 13)"))
+        "0.5 with failure handovers: no gain in one hour (results/one_hour/, commit bd3db0f)"))
     model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up

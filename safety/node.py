@@ -4,7 +4,7 @@ A plain rclpy Node (not lifecycle): it must run from start-up with no manager to
 Callbacks run in the executor and feed the Supervisor under a lock held for microseconds; a
 dedicated tick thread publishes the limited command (or the controlled stop / hold) at rate_hz on
 absolute deadlines. A ROS timer in the single-threaded executor gave the controller p99 11.6 ms and
-a 39.9 ms worst gap at 100 Hz (FIELD_NOTES), because every callback and log line delayed the tick.
+a 39.9 ms worst gap at 100 Hz (measured on the 2-core development machine), because every callback and log line delayed the tick.
 Under use_sim_time the tick is a ROS timer instead, so its period is simulated time.
 
 Parameters: one descriptor per SupervisorConfig field (type, description, range); unknown names

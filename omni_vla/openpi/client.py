@@ -1,6 +1,6 @@
 """Async websocket client for the OpenPI policy protocol (openpi's server and vLLM-Omni's variant).
 
-Protocol (FIELD_NOTES, openpi `websocket_policy_server.py`): after the handshake the server sends a
+Protocol (openpi `websocket_policy_server.py`): after the handshake the server sends a
 msgpack metadata dict; then strictly one binary request, one reply. openpi replies
 {"actions": [H, D], "server_timing": ...} and reports an exception as a TEXT frame (traceback)
 followed by close 1011. vLLM-Omni (`/v1/realtime/robot/openpi`) may reply with a bare array,

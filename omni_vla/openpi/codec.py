@@ -1,6 +1,6 @@
 """OpenPI's msgpack encoding of numpy values, written from the format (openpi-client pins numpy<2).
 
-Wire format (openpi `msgpack_numpy`, FIELD_NOTES): msgpack 1.x with bin/str types kept apart;
+Wire format (openpi `msgpack_numpy`): msgpack 1.x with bin/str types kept apart;
 an ndarray travels as the map {b"__ndarray__": True, b"data": raw bytes, b"dtype": dtype.str,
 b"shape": [dims]} and a numpy scalar as {b"__npgeneric__": True, b"data": item, b"dtype": str}
 (the marker keys are msgpack *bin*, so they decode as bytes). Object, void and complex dtypes are

@@ -1,6 +1,6 @@
 """Serve any policy over the OpenPI websocket protocol (`omni-vla serve-openpi`).
 
-Same wire behaviour as openpi's WebsocketPolicyServer (FIELD_NOTES): metadata frame first, one
+Same wire behaviour as openpi's WebsocketPolicyServer (openpi `websocket_policy_server.py`): metadata frame first, one
 binary msgpack request -> one reply {"actions": [H, D], "server_timing": {...}}, an exception sent
 as a TEXT frame (the traceback) followed by close 1011, `GET /healthz` -> 200. `--variant vllm-omni`
 speaks vLLM-Omni's dialect instead (bare-array reply, binary {"type": "error"} with the connection
