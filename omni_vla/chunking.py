@@ -63,6 +63,8 @@ class ChunkQueue:
 
     def splice(self, chunk: np.ndarray, t0: int, t1: int, strategy: str, old_weight: float = 0.3) -> int:
         """Merge `chunk` (actions for ticks t0..t0+len-1) at tick t1; returns rows kept (0: all stale)."""
+        if strategy not in STRATEGIES:  # refused even when the chunk turns out stale
+            raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
         h = chunk.shape[0]
         if h > self.capacity:
             raise ValueError(f"chunk of {h} rows exceeds the queue capacity {self.capacity}")
@@ -83,8 +85,6 @@ class ChunkQueue:
                 ov_old = self._buf[lo - self.start : hi - self.start]
                 ov_old *= old_weight  # the old buffer becomes the spare: scaling it in place is free
                 ov_new += ov_old
-        elif strategy not in ("rtc", "naive"):
-            raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
         self._spare, self._buf = self._buf, new
         self.start = t1
         self.end = t1 + keep
