@@ -14,6 +14,7 @@ per period, then repeats the final position (forward_command_controller has no t
 from __future__ import annotations
 
 from collections import Counter, deque
+from math import isfinite
 from typing import Any, Sequence
 
 from omni_vla_safety.config import SupervisorConfig
@@ -68,7 +69,7 @@ class Supervisor:
     def on_joint_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> bool:
         """Store a measurement; a bad one is counted and ignored (staleness then stops the robot)."""
         try:
-            if not now - now == 0.0:
+            if not isfinite(now):
                 raise Rejection("bad_clock", f"receive time {now} is not finite")
             measured = self.order.state(names, positions)
         except Rejection as rej:

@@ -121,6 +121,20 @@ def test_nan_joint_state_while_holding_keeps_the_arm_still_and_refuses_proposals
     assert rig.outputs[-1] == HOME
 
 
+
+@pytest.mark.parametrize("bad", BAD)
+def test_joint_state_with_non_finite_receive_time_is_ignored_and_does_not_feed_the_watchdog(bad: float) -> None:
+    """A +inf receive time stored as the last state time would keep the watchdog fed forever."""
+    rig = Rig()
+    rig.tick()
+    moving(rig, ticks=10)
+    assert not rig.sup.on_joint_state(NAMES, rig.robot, bad)
+    assert rig.sup.counts["bad_joint_state"] == 1 and "not finite" in rig.sup.reason
+    for _ in range(math.ceil(CONFIG.joint_state_timeout_s / DT) + 1):
+        rig.tick(joint_states=False)
+        rig.sup.on_joint_state(NAMES, rig.robot, bad)
+    assert rig.sup.state == WATCHDOG
+
 # --- e-stop ---------------------------------------------------------------------------------------
 
 def test_estop_pulse_between_two_ticks_latches_a_controlled_stop() -> None:
@@ -156,3 +170,86 @@ def test_released_unreset_estop_is_reported_as_estop_even_when_joint_states_go_s
     assert rig.sup.state == ESTOP and rig.sup.counts["watchdog_joint_state"] == 0
     assert rig.sup.limiter.stopped
 
+
+
+def test_estop_topic_false_while_running_does_not_stop_the_arm() -> None:
+    rig = Rig()
+    rig.tick()
+    moving(rig, ticks=10)
+    rig.sup.on_estop(False, rig.now)  # a "released" e-stop publishing its idle value
+    assert not rig.sup.estop_latched and rig.sup.counts["estop"] == 0
+    rig.tick()
+    assert rig.sup.state == ACTIVE and rig.speed(0) > 0.5
+
+
+def test_reset_estop_without_a_latched_estop_succeeds_and_changes_nothing() -> None:
+    rig = Rig()
+    rig.tick()
+    target = moving(rig, ticks=10)
+    ok, why = rig.sup.reset_estop(rig.now)
+    assert ok and "not latched" in why
+    assert rig.sup.counts["estop_reset"] == 0 and rig.sup.target == target
+    rig.tick()
+    assert rig.sup.state == ACTIVE
+
+
+# --- status and diagnostics -----------------------------------------------------------------------
+
+def test_interventions_update_last_intervention_but_not_the_state_reason() -> None:
+    rig = Rig(target_horizon_s=0.0)
+    rig.tick()
+    target = list(HOME)
+    target[4] = 2.8
+    rig.command(target)
+    reason = rig.sup.reason
+    rig.tick(5)
+    assert rig.sup.counts["acceleration"] > 0
+    status = rig.sup.status()
+    assert status["reason"] == reason == "joint state received; holding until a valid proposal"
+    assert status["last_intervention"].startswith("panda_joint5: ")
+
+
+def test_status_counts_every_tick_since_the_first_joint_state() -> None:
+    rig = Rig()
+    rig.tick(3, joint_states=False)
+    assert rig.sup.status()["ticks"] == 0
+    rig.tick(7)
+    assert rig.sup.status()["ticks"] == 7
+
+
+def _seconds_in(reason: str) -> float:
+    return float(reason.split("(")[1].split(" s >")[0])
+
+
+def _tick_until_watchdog(rig: Rig, joint_states: bool) -> float:
+    for _ in range(100):
+        rig.tick(joint_states=joint_states)
+        if rig.sup.state == WATCHDOG:
+            return rig.now
+    raise AssertionError("no watchdog stop")
+
+
+def test_joint_state_watchdog_reason_says_how_old_the_last_joint_state_is() -> None:
+    rig = Rig()
+    rig.tick()
+    moving(rig, ticks=10)
+    last_state = rig.now
+    stopped_at = _tick_until_watchdog(rig, joint_states=False)
+    events = [m for kind, m in rig.sup.events if kind == "watchdog_joint_state"]
+    assert len(events) == 1 and events[0].startswith("joint states stale (")
+    assert _seconds_in(events[0]) == pytest.approx(stopped_at - last_state, abs=1e-3)
+    assert stopped_at - last_state > CONFIG.joint_state_timeout_s
+    assert f"joint_state_timeout_s {CONFIG.joint_state_timeout_s})" in events[0]
+
+
+def test_command_watchdog_reason_says_how_old_the_last_proposal_is() -> None:
+    rig = Rig()
+    rig.tick()
+    moving(rig, ticks=10)
+    last_command = rig.sup.command_time
+    stopped_at = _tick_until_watchdog(rig, joint_states=True)
+    events = [m for kind, m in rig.sup.events if kind == "watchdog_command"]
+    assert len(events) == 1 and events[0].startswith("proposals stopped (")
+    assert _seconds_in(events[0]) == pytest.approx(stopped_at - last_command, abs=1e-3)
+    assert stopped_at - last_command > CONFIG.command_timeout_s
+    assert f"command_timeout_s {CONFIG.command_timeout_s})" in events[0]
