@@ -91,13 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         return _collect_recovery(args)
     offsets = None
     if args.grasp_offset is not None:
-        from omni_vla_sim.experts import PLACED_OBJECT
         from omni_vla_sim.tasks import CUBE_HALF
 
         offsets = tuple(args.grasp_offset)
         if not 0 < offsets[0] <= offsets[1] < 2 * CUBE_HALF:
             raise SystemExit(f"--grasp-offset {offsets}: need 0 < LO <= HI < 0.04 m (a cube is 0.04 m wide)")
-        args.tasks = [t for t in args.tasks if t in PLACED_OBJECT]
+        args.tasks = [t for t in args.tasks if get_task(t).placed_object is not None]
     jobs = [
         (t, DEMO_SEED_BASE + s, str(args.out), args.image_size, offsets)
         for s in range(args.episodes) for t in args.tasks

@@ -80,13 +80,7 @@ class PandaTaskEnv:
         self.data.qpos[self._qadr] = q0
         self.data.qpos[self.model.joint("panda_finger_joint2").qposadr[0]] = q0[7]
         self.data.ctrl[:] = q0
-        for name, (x, y, yaw) in tasks.sample_layout(rng).items():
-            if name == "green_pad":
-                self.data.mocap_pos[self.model.body(name).mocapid[0]] = (x, y, 0.001)
-                continue
-            z = tasks.BALL_RADIUS if name == "yellow_ball" else tasks.CUBE_HALF
-            adr = self.model.joint(name).qposadr[0]
-            self.data.qpos[adr:adr + 7] = (x, y, z, np.cos(yaw / 2), 0, 0, np.sin(yaw / 2))
+        self.task.initialize_episode(self.model, self.data, rng)
         mujoco.mj_forward(self.model, self.data)
         for _ in range(20):
             mujoco.mj_step(self.model, self.data)
@@ -125,7 +119,7 @@ class PandaTaskEnv:
         """Close one control period: count it, judge success, observe."""
         self.steps += 1
         world = self.world_state()
-        ok = bool(tasks.success(self.task.name, world))
+        ok = bool(self.task.success(world))
         truncated = self.steps >= self.task.max_steps and not ok
         return self.observation(), float(ok), ok, truncated, {"success": ok, "world": world}
 

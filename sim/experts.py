@@ -12,25 +12,16 @@ import numpy as np
 
 from omni_vla_sim import tasks
 from omni_vla_sim.env import PandaTaskEnv
+from omni_vla_sim.waypoints import APPROACH_Z, CLOSED, OPEN, Waypoint, body_yaw, grasp_yaw
 
-PLACED_OBJECT = {"place_blue_on_green": "blue_cube", "stack_red_on_blue": "red_cube"}  # tasks that carry and place
+__all__ = ["APPROACH_Z", "CLOSED", "OPEN", "DlsIk", "ScriptedExpert", "Waypoint", "make_plan", "run_episode"]
 
-OPEN, CLOSED = 0.04, 0.0
-APPROACH_Z = 0.12
+_grasp_yaw, _yaw_of = grasp_yaw, body_yaw  # the names the expert's tests know them by
+
 SPEED = 0.25  # m/s of the grip site along a segment
 VEL_FRACTION = 0.8  # of each joint's velocity limit
 POS_MARGIN = 0.05  # rad kept from each position limit
 Q_REST = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
-
-
-@dataclass
-class Waypoint:
-    pos: np.ndarray  # grip-site target, world frame
-    yaw: float  # rotation of the fingers about world z
-    gripper: float
-    hold: int = 0  # extra control steps to wait once reached
-    tol: float = 0.008
-    carried: str | None = None  # object whose xy (not the grip's) must arrive: an off-centre grasp is corrected
 
 
 class DlsIk:
@@ -81,16 +72,6 @@ def _rotation_error(cur: np.ndarray, target: np.ndarray) -> np.ndarray:
     vel = np.zeros(3)
     mujoco.mju_quat2Vel(vel, quat, 1.0)
     return vel
-
-
-def _grasp_yaw(object_yaw: float) -> float:
-    """Cube faces repeat every 90 degrees: pick the grasp yaw closest to the neutral one."""
-    return (object_yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4
-
-
-def _yaw_of(env: PandaTaskEnv, body: str) -> float:
-    quat = env.data.xquat[env.model.body(body).id]
-    return float(2 * np.arctan2(quat[3], quat[0]))
 
 
 @dataclass
@@ -168,43 +149,9 @@ class ScriptedExpert:
         return wp.pos + self._carry_offset
 
 
-def _pick(pos: np.ndarray, yaw: float, offset: float = 0.0) -> list[Waypoint]:
-    """Approach, descend, close, lift; `offset` moves the grasp along the fingers (grip-frame x)."""
-    above = pos + [0, 0, APPROACH_Z]
-    grasp = pos + [offset * np.cos(yaw), offset * np.sin(yaw), 0.005]
-    return [
-        Waypoint(above, yaw, OPEN),
-        Waypoint(grasp, yaw, OPEN, tol=0.006),
-        Waypoint(grasp, yaw, CLOSED, hold=4, tol=0.02),
-        Waypoint(above + [0, 0, 0.03], yaw, CLOSED, tol=0.02),
-    ]
-
-
 def make_plan(env: PandaTaskEnv, grasp_offset: float = 0.0) -> list[Waypoint]:
-    """Waypoints for the env's task from the current object poses (`grasp_offset`: place and stack only)."""
-    w = env.world_state()
-    name = env.task.name
-    if name == "pick_red":
-        return _pick(w.red, _grasp_yaw(_yaw_of(env, "red_cube")))
-    if name == "touch_yellow":
-        top = w.ball + [0, 0, tasks.BALL_RADIUS]
-        return [
-            Waypoint(top + [0, 0, 0.10], 0.0, CLOSED),
-            Waypoint(top - [0, 0, 0.01], 0.0, CLOSED, hold=10, tol=0.03),
-        ]
-    if name in PLACED_OBJECT:
-        obj, dest = ("blue_cube", w.pad + [0, 0, tasks.CUBE_HALF]) if name == "place_blue_on_green" else (
-            "red_cube", w.blue + [0, 0, 2 * tasks.CUBE_HALF])
-        src = w.blue if obj == "blue_cube" else w.red
-        yaw = _grasp_yaw(_yaw_of(env, obj))
-        dest_yaw = _grasp_yaw(_yaw_of(env, "blue_cube")) if name == "stack_red_on_blue" else yaw
-        return _pick(src, yaw, grasp_offset) + [
-            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, CLOSED, tol=0.02, carried=obj),
-            Waypoint(dest + [0, 0, 0.012], dest_yaw, CLOSED, tol=0.01, carried=obj),
-            Waypoint(dest + [0, 0, 0.012], dest_yaw, OPEN, hold=3, tol=0.03, carried=obj),
-            Waypoint(dest + [0, 0, APPROACH_Z], dest_yaw, OPEN, hold=40, tol=0.03, carried=obj),
-        ]
-    raise ValueError(f"no expert for task {name!r}")
+    """Waypoints for the env's task from the current object poses (`grasp_offset`: placing tasks only)."""
+    return env.task.expert_plan(env, grasp_offset)
 
 
 def run_episode(env: PandaTaskEnv, seed: int, instruction: str | None = None, record: bool = False,
@@ -218,7 +165,7 @@ def run_episode(env: PandaTaskEnv, seed: int, instruction: str | None = None, re
     obs = env.reset(seed, instruction)
     expert = ScriptedExpert(env, grasp_offset=grasp_offset)
     expert.reset()
-    obj = PLACED_OBJECT.get(env.task.name)
+    obj = env.task.placed_object
     if grasp_offset and obj is None:
         raise ValueError(f"grasp_offset: {env.task.name!r} places nothing; an off-centre grasp has nothing to correct")
     recording = record and not grasp_offset

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla_sim.tasks import get_task
+
 RECOVERY_SEED_BASE = 500_000  # after the demonstrations' seeds, below tasks.EVAL_SEED_BASE
 MIN_HANDOVER = 10  # ticks of policy before the expert may take over
 MAX_HANDOVER_FRACTION = 0.75  # of the task's max_steps
@@ -31,9 +33,7 @@ class FailureWatch:
     """Per-tick failure signs on privileged sim state; `check` names the first one it sees, else None."""
 
     def __init__(self, task: str) -> None:
-        from omni_vla.openpi.oracle import GRASPED_OBJECT
-
-        self.obj = GRASPED_OBJECT.get(task)  # touch_yellow grasps nothing: no missed grasp there
+        self.obj = get_task(task).grasped_object  # a task that grasps nothing has no missed grasp
         self.grips: list[np.ndarray] = []
 
     def check(self, w: Any) -> str | None:

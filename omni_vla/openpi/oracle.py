@@ -19,8 +19,7 @@ import numpy as np
 
 PRIVILEGED_KEY = "privileged/sim_state"
 STATE_ARRAYS = ("qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat")
-GRASPED_OBJECT = {"pick_red": "red_cube", "place_blue_on_green": "blue_cube", "stack_red_on_blue": "red_cube"}
-PICK_WAYPOINTS = 3  # approach, descend, close: see omni_vla_sim.experts._pick
+PICK_WAYPOINTS = 3  # approach, descend, close: see omni_vla_sim.waypoints.pick
 XY_TOL = 0.01  # m: "over" a target
 
 
@@ -104,10 +103,10 @@ def resume_plan(env: Any, plan: list) -> list:
 
     w = env.world_state()
     grip = w.grip
-    if env.task.name == "touch_yellow":
+    obj = env.task.grasped_object
+    if obj is None:  # a reach: over the target, then down onto it
         above = plan[0].pos
         return plan[1:] if _xy(grip, above) < 2 * XY_TOL and grip[2] < above[2] + XY_TOL else plan
-    obj = GRASPED_OBJECT[env.task.name]
     if obj not in w.holding:
         approach, grasp = plan[0].pos, plan[1].pos
         if _xy(grip, grasp) < XY_TOL:
