@@ -77,10 +77,11 @@ def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz
 
 def _spin_until_signal(executor: Any) -> None:
     import rclpy
+    from rclpy.executors import ExternalShutdownException
 
     try:
         executor.spin()
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+    except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         rclpy.try_shutdown()
