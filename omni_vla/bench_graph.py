@@ -105,6 +105,8 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
     arrivals: dict[str, list[float]] = {"proposed": [], "safe": []}
     diag: dict[str, dict[str, str]] = {}
     firsts: dict[str, float] = {}
+    window = [float("inf"), float("inf")]  # set once the first proposal arrives
+    tick_late: dict[str, float] = {}  # worst of the supervisor's 10 s lateness figures inside the window
 
     def on_status(msg: String) -> None:
         if "active" not in firsts and json.loads(msg.data).get("state") == "active":
@@ -112,7 +114,11 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
 
     def on_diag(msg: DiagnosticArray) -> None:
         for st in msg.status:
-            diag[st.name] = {kv.key: kv.value for kv in st.values}
+            diag[st.name] = values = {kv.key: kv.value for kv in st.values}
+            if st.name == "safety_supervisor" and _covers(values, window, time.monotonic()):
+                for key in ("p99", "max"):
+                    late = float(values[f"tick_lateness_{key}_ms"])
+                    tick_late[key] = max(tick_late.get(key, 0.0), late)
 
     node.create_subscription(JointTrajectory, PROPOSED_TOPIC,
                              lambda m: arrivals["proposed"].append(time.monotonic()), reliable)
@@ -126,13 +132,15 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
         executor.spin_once(timeout_sec=0.05)
         if arrivals["proposed"] and end > arrivals["proposed"][0] + warmup + duration:
             end = arrivals["proposed"][0] + warmup + duration
+            window[:] = [arrivals["proposed"][0] + warmup, end]
     started = bool(arrivals["proposed"])
-    window = (arrivals["proposed"][0] + warmup, end) if started else (end, end)
+    if not started:
+        window[:] = [end, end]
     result = {"proposed_period_ms": _periods(arrivals["proposed"], window),
               "safe_period_ms": _periods(arrivals["safe"], window), "window_s": round(window[1] - window[0], 3),
               "first_proposal_s": _since(arrivals["proposed"], t_launch), "first_active_s": _since(
                   [firsts["active"]] if "active" in firsts else [], t_launch),
-              "cold_start_s": _since(arrivals["safe"], t_launch), "diagnostics": diag, "policy_started": started,
+              "cold_start_s": _since(arrivals["safe"], t_launch), "diagnostics": diag, "policy_started": started, "tick_lateness_ms": tick_late,
               "probe_scheduling": scheduling}
     out.write_text(json.dumps(result))
     executor.shutdown()
@@ -152,11 +160,20 @@ def _realtime(priority: int) -> str:
     return f"SCHED_FIFO {priority}"
 
 
+def _covers(values: dict[str, str], window: list[float], now: float) -> bool:
+    """The supervisor's lateness figures span its last N ticks: use them only when all lie in the window."""
+    try:
+        span = float(values["tick_lateness_window_ticks"]) / float(values["rate_hz"])
+    except (KeyError, ValueError, ZeroDivisionError):
+        return False
+    return window[0] <= now - span and now <= window[1]
+
+
 def _since(times: list[float], t0: float) -> float | None:
     return round(times[0] - t0, 3) if times else None
 
 
-def _periods(times: list[float], window: tuple[float, float]) -> dict[str, float | int | None]:
+def _periods(times: list[float], window: list[float]) -> dict[str, float | int | None]:
     """Arrival periods inside the window (ms): median, p99, max (the worst gap) and the message count."""
     import numpy as np
 
@@ -180,7 +197,9 @@ def _node_figures(result: dict[str, Any]) -> None:
         except (KeyError, ValueError):
             return None
 
-    result["tick_lateness_ms"] = {"p99": num(safety, "tick_lateness_p99_ms"), "max": num(safety, "tick_lateness_max_ms")}
+    late = result.get("tick_lateness_ms") or {}
+    result["tick_lateness_ms"] = {"p99": late.get("p99", num(safety, "tick_lateness_p99_ms")),
+                                  "max": late.get("max", num(safety, "tick_lateness_max_ms"))}
     missed = num(safety, "missed_ticks")
     result["missed_ticks"] = None if missed is None else int(missed)
     result["safety_scheduling"] = safety.get("scheduling")

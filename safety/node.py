@@ -113,7 +113,7 @@ def _plain(value: Any) -> Any:
 
 def set_realtime_priority(priority: int) -> str:
     """SCHED_FIFO for the calling thread when the OS allows; returns what happened (own copy of
-    omni_vla.loop's: safety imports nothing from the project). No fork inherits it."""
+    omni_vla.core.loop's: safety imports nothing from the project). No fork inherits it."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0), os.sched_param(priority))
     except (AttributeError, OSError) as exc:
@@ -316,20 +316,24 @@ class SafetySupervisorNode(Node):
             else:
                 self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
 
-    def lateness_p99(self) -> float:
-        """p99 of the last LATENESS_WINDOW tick wake-ups (s)."""
+    def recent_lateness(self) -> tuple[float, float]:
+        """p99 and max of the last LATENESS_WINDOW tick wake-ups (s): the steady state, not start-up."""
         n = min(self._ticks, LATENESS_WINDOW)
-        return sorted(self._late[:n])[int(0.99 * (n - 1))] if n else 0.0
+        recent = sorted(self._late[:n])
+        return (recent[int(0.99 * (n - 1))], recent[-1]) if n else (0.0, 0.0)
 
     def _diagnostics(self, status: dict[str, Any]) -> DiagnosticArray:
         diag = DiagnosticStatus(name=NODE_NAME, hardware_id=self.hardware_id,
                                 level=_LEVELS.get(status["state"], DiagnosticStatus.WARN),
                                 message=f"{status['state']}: {status['reason']}")
+        p99, worst = self.recent_lateness()
         values = {"state": status["state"], "last_reason": status["reason"],
                   "last_intervention": status["last_intervention"], "stopped": status["stopped"],
                   "estop_latched": status["estop_latched"], "ticks": self._ticks, "rate_hz": self.config.rate_hz,
-                  "tick_lateness_p99_ms": round(1e3 * self.lateness_p99(), 4),
-                  "tick_lateness_max_ms": round(1e3 * self.max_lateness, 4), "missed_ticks": self.missed_ticks,
+                  "tick_lateness_p99_ms": round(1e3 * p99, 4), "tick_lateness_max_ms": round(1e3 * worst, 4),
+                  "tick_lateness_window_ticks": min(self._ticks, LATENESS_WINDOW),
+                  "tick_lateness_max_since_start_ms": round(1e3 * self.max_lateness, 4),
+                  "missed_ticks": self.missed_ticks,
                   "scheduling": self.scheduling, "command_timeout_s": self.config.command_timeout_s,
                   "joint_state_timeout_s": self.config.joint_state_timeout_s}
         values.update({f"interventions/{k}": v for k, v in sorted(status["counts"].items())})
