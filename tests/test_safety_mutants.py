@@ -253,3 +253,38 @@ def test_command_watchdog_reason_says_how_old_the_last_proposal_is() -> None:
     assert _seconds_in(events[0]) == pytest.approx(stopped_at - last_command, abs=1e-3)
     assert stopped_at - last_command > CONFIG.command_timeout_s
     assert f"command_timeout_s {CONFIG.command_timeout_s})" in events[0]
+
+
+# --- out-of-range proposals -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("side", ["lower", "upper"])
+def test_proposal_beyond_the_range_within_tolerance_is_clamped_and_beyond_it_refused(side: str) -> None:
+    rig = Rig()
+    rig.tick()
+    joint = 0
+    lo, hi = rig.sup.limiter.lo[joint], rig.sup.limiter.hi[joint]
+    tol = CONFIG.out_of_range_tolerance[joint]
+    edge, outward = (lo, -1.0) if side == "lower" else (hi, 1.0)
+    for offset in (0.0, 0.5 * tol, 0.999 * tol):  # at the limit and beyond it, within tolerance: accepted
+        target = list(HOME)
+        target[joint] = edge + outward * offset
+        assert rig.command(target), offset
+        assert rig.sup.counts["rejected_out_of_range"] == 0
+    target = list(HOME)
+    target[joint] = edge + outward * 1.001 * tol
+    assert not rig.command(target)
+    assert rig.sup.counts["rejected_out_of_range"] == 1 and "panda_joint1" in rig.sup.reason
+    target[joint] = edge + outward * 0.999 * tol
+    assert rig.command(target)
+    for k in range(600):
+        if k % 5 == 0:
+            assert rig.command(target)
+        rig.tick()
+    assert rig.robot[joint] == pytest.approx(edge, abs=1e-6)  # clamped into the range, never beyond
+    assert lo <= min(o[joint] for o in rig.outputs) and max(o[joint] for o in rig.outputs) <= hi
+
+
+def test_a_good_joint_state_is_accepted() -> None:
+    rig = Rig()
+    assert rig.sup.on_joint_state(NAMES, HOME, 0.0)
+    assert rig.sup.state == HOLD and rig.sup.measured == HOME
