@@ -148,7 +148,7 @@ def ros_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Robot, d
         safety_supervisor:
           ros__parameters:
             joint_limits_file: {REPO / 'config' / 'joint_limits.yaml'}
-            rate_hz: {RATE_HZ}
+            rate_hz: {int(RATE_HZ)}  # an integer in YAML: still accepted for the double parameter
             command_timeout_s: {TIMEOUT_S}
             joint_state_timeout_s: 0.5
             status_period_s: 0.05
@@ -303,7 +303,8 @@ def test_read_only_parameter_is_refused(ros_env: tuple[Robot, dict[str, str]]) -
     robot, _ = ros_env
     result = _set(robot, "rate_hz", 50.0)
     assert not result.successful and "read-only" in result.reason
-    assert _get(robot, "rate_hz") == RATE_HZ
+    rate = _get(robot, "rate_hz")
+    assert isinstance(rate, float) and rate == RATE_HZ  # given as `100` in the params file
 
 
 def test_live_parameter_takes_effect(ros_env: tuple[Robot, dict[str, str]]) -> None:
