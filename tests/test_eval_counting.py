@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omni_vla_sim.report import EpisodeResult, comparable, smoothness, summarise, wilson, write_report
+from omni_vla_sim.report import EpisodeResult, comparable, smoothness, summarise, wilson, write_atomic, write_report
 
 Z = 1.959964
 
@@ -298,6 +298,16 @@ def test_markdown_without_latency_shows_a_dash_and_lists_videos(tmp_path: Path) 
     assert "| pick_red | 1/1 | 100.0% | [20.6, 100.0] | 50.0 | 0.00 | 0.0 | 0.0 | 0.0000 | - |" in md
     assert "## Videos\n- [pick_red_1.mp4](pick_red_1.mp4)" in md
     assert (tmp_path / "actions.png").exists() and not (tmp_path / "latency.png").exists()
+
+
+def test_reports_go_into_new_nested_directories_atomically(tmp_path: Path) -> None:
+    out = tmp_path / "runs" / "a" / "b"
+    assert write_atomic(out / "x" / "note.txt", "hi").read_text() == "hi"
+    results = [timeout()]
+    paths = write_report(tmp_path / "new" / "nested", summarise(results, {}, {}, 0.0), results)
+    assert paths["markdown"].parent == tmp_path / "new" / "nested"
+    assert sorted(p.name for p in paths["markdown"].parent.iterdir()) == [
+        "episodes.json", "report.json", "report.md", "success.png"], "no temporary file left behind"
 
 
 # -------------------------------------------------------------------------- eval: success is the env's
