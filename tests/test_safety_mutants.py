@@ -288,3 +288,15 @@ def test_a_good_joint_state_is_accepted() -> None:
     rig = Rig()
     assert rig.sup.on_joint_state(NAMES, HOME, 0.0)
     assert rig.sup.state == HOLD and rig.sup.measured == HOME
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+def test_command_with_an_extra_joint_is_rejected_for_its_size() -> None:
+    rig = Rig()
+    rig.tick()
+    names = NAMES + ["panda_finger_joint2"]
+    assert not rig.sup.on_command(names, HOME + [0.02], rig.now, rig.now)
+    assert rig.sup.counts["rejected_size"] == 1 and "9 positions, expected 8" in rig.sup.reason
+    assert not rig.sup.on_command(NAMES + [NAMES[0]], HOME + [0.0], rig.now, rig.now)
+    assert rig.sup.counts["rejected_size"] == 2 and rig.sup.counts["rejected_names"] == 0
