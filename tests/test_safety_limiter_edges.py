@@ -1,0 +1,192 @@
+"""Limiter edge behaviour the random streams do not reach (found by mutation testing, issue 27 point 4):
+configuration refusals, non-finite targets, the max-step window and the rate windows yielding to the
+braking rules, and uniform scaling falling back to per-joint limiting."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from omni_vla_safety.limiter import (
+    DECELERATION, MAX_STEP, UNIFORM_SCALE_INFEASIBLE, CommandLimiter, describe,
+)
+from omni_vla_safety.limits import load_limit_sets, parse_joint_limits_yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+PANDA_LIMITS = load_limit_sets(REPO / "config" / "joint_limits.yaml")
+SETS = [PANDA_LIMITS[j] for j in PANDA]
+HOME = [0.0, 0.0, 0.0, -1.5, 0.0, 1.8, 0.0, 0.02]
+DT = 0.01
+
+
+def panda(**kwargs: object) -> CommandLimiter:
+    lim = CommandLimiter(PANDA, SETS, DT, **kwargs)  # type: ignore[arg-type]
+    lim.reset(HOME)
+    return lim
+
+
+@pytest.mark.parametrize("names, dt, kwargs, message", [
+    (PANDA[:7], DT, {}, "7 joint names but 8 limit sets"),
+    (PANDA, 0.0, {}, "dt must be positive"),
+    (PANDA, -0.01, {}, "dt must be positive"),
+    (PANDA, math.nan, {}, "dt must be positive"),
+    (PANDA, DT, {"margin": -0.01}, "margin must be in [0, 1)"),
+    (PANDA, DT, {"margin": 1.0}, "margin must be in [0, 1)"),
+    (PANDA, DT, {"max_relative_target": [0.1] * 3}, "max_relative_target needs 1 or 8 values, got 3"),
+])
+def test_limiter_refuses_inconsistent_configuration_naming_it(names: list[str], dt: float, kwargs: dict,
+                                                               message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        CommandLimiter(names, SETS, dt, **kwargs)
+    assert message in str(exc.value)
+
+
+def test_limiter_accepts_the_edges_of_its_configuration() -> None:
+    assert CommandLimiter(PANDA, SETS, DT, margin=0.0).vmax[0] == 2.175
+    assert CommandLimiter(PANDA, SETS, DT, margin=0.5).vmax[0] == pytest.approx(2.175 * 0.5)
+    lim = CommandLimiter(PANDA, SETS, DT, max_relative_target=[0.1])
+    assert lim.max_step == [0.1] * 8
+    lim = CommandLimiter(PANDA, SETS, DT, max_relative_target=[0.0] + [0.1] * 7)  # <= 0: off for that joint
+    assert lim.max_step == [math.inf] + [0.1] * 7
+    assert CommandLimiter(PANDA, SETS, DT).max_step == [math.inf] * 8
+
+
+@pytest.mark.parametrize("missing", ["position", "velocity", "acceleration"])
+def test_limiter_refuses_a_joint_without_a_required_limit(missing: str) -> None:
+    fields = {"has_position_limits": True, "min_position": -1.0, "max_position": 1.0,
+              "has_velocity_limits": True, "max_velocity": 1.0,
+              "has_acceleration_limits": True, "max_acceleration": 1.0}
+    fields[f"has_{missing}_limits"] = False
+    sets = parse_joint_limits_yaml("joint_limits:\n  j:\n" + "".join(f"    {k}: {v}\n" for k, v in fields.items()))
+    with pytest.raises(ValueError, match=f"joint 'j' has no {missing} limit: refusing to run it unlimited"):
+        CommandLimiter(["j"], [sets["j"]], DT)
+
+
+@pytest.mark.parametrize("positions", [HOME[:7], HOME + [0.0], HOME[:7] + [math.nan], HOME[:7] + [math.inf]])
+def test_reset_refuses_a_wrong_count_or_non_finite_positions(positions: list[float]) -> None:
+    lim = panda()
+    with pytest.raises(ValueError, match="reset needs 8 finite positions"):
+        lim.reset(positions)
+    assert lim.q == HOME and lim.stopped
+
+
+def test_reset_starts_from_rest_at_the_given_positions() -> None:
+    lim = panda(target_horizon_s=0.0)
+    target = list(HOME)
+    target[0] = 1.0
+    for _ in range(20):
+        lim.limit(target, None)
+    assert not lim.stopped
+    start = [q + 0.1 for q in HOME]
+    lim.reset(start)
+    assert lim.q == start and lim.out == start and lim.stopped and lim.a == [0.0] * 8
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_target_holds_or_clamps_the_joint_and_keeps_commands_finite(bad: float) -> None:
+    lim = panda(target_horizon_s=0.0)
+    target = list(HOME)
+    target[2] = bad
+    target[0] = 0.5
+    for _ in range(400):
+        out = lim.limit(target, None)
+        assert all(math.isfinite(x) for x in out)
+    assert out[0] == pytest.approx(0.5)
+    expected = {True: HOME[2], False: lim.hi[2] if bad > 0 else lim.lo[2]}[math.isnan(bad)]
+    assert out[2] == pytest.approx(expected) and lim.stopped
+
+
+def test_max_step_window_yields_to_deceleration_when_the_measurement_jumps_far_behind() -> None:
+    """A wild measurement far behind a fast command cannot make the command jump back: the
+    deceleration limit wins, the max-step window is reported as yielded, and the command heads back."""
+    lim = panda(max_relative_target=[0.1], target_horizon_s=0.0)
+    target = list(HOME)
+    target[0] = 2.5
+    for _ in range(40):
+        lim.limit(target, list(lim.q))  # a perfectly tracking robot
+    v0, q0 = lim.v[0], lim.q[0]
+    assert v0 > 1.5
+    measured = list(lim.q)
+    measured[0] = q0 - 1.0
+    lim.limit(target, measured)
+    yielded = [r for r in lim.interventions if r[0] == MAX_STEP + "_yielded" and r[1] == 0]
+    assert yielded and yielded[0][2] == 0.1 and yielded[0][3] == pytest.approx(-1.0)
+    assert "max_step limit 0.1 could not be honoured" in describe(yielded[0], PANDA)
+    assert lim.v[0] == pytest.approx(v0 - lim.dec[0] * DT)  # braking at max deceleration, no jump
+    for _ in range(300):
+        lim.limit(target, measured)
+    assert lim.q[0] == pytest.approx(measured[0] + 0.1) and lim.stopped  # back at the window's edge
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_position_wins_when_a_state_leaves_no_room_to_brake(upper: bool) -> None:
+    """From a state the limiter did not produce (e.g. rounding), too fast too close to a position
+    limit: the command never passes the limit and the deceleration limit is reported as yielded."""
+    lim = panda()
+    start = list(HOME)
+    start[0] = lim.hi[0] - 0.001 if upper else lim.lo[0] + 0.001
+    lim.reset(start)
+    lim.v[0] = 1.0 if upper else -1.0  # cannot stop within 1 mm at max deceleration
+    out = lim.limit(HOME, None)
+    assert lim.lo[0] <= out[0] <= lim.hi[0]
+    rec = [r for r in lim.interventions if r[0].endswith("_yielded") and r[1] == 0]
+    assert rec and rec[0][0] == DECELERATION + "_yielded" and rec[0][2] == lim.dec[0]
+    assert rec[0][3] == (1.0 if upper else -1.0)  # the velocity it came with
+    assert "deceleration limit" in describe(rec[0], PANDA)
+
+
+def test_outside_the_range_moving_away_heads_back_at_once_reporting_the_deceleration_yield() -> None:
+    """Outside the range and moving away fast: never further out; the deceleration limit yields."""
+    lim = panda()
+    start = list(HOME)
+    start[0] = lim.lo[0] - 0.01
+    lim.reset(start)
+    lim.v[0] = -1.0
+    out = lim.limit(HOME, None)
+    assert out[0] == start[0]  # stops at once rather than moving further out
+    assert (DECELERATION + "_yielded", 0, lim.dec[0], -1.0, 0.0) in lim.interventions
+
+
+def test_uniform_scaling_infeasible_when_a_moving_joint_is_asked_to_stay_falls_back_to_per_joint() -> None:
+    lim = panda(uniform_scaling=True, target_horizon_s=0.0)
+    target = list(HOME)
+    target[0] = 2.0
+    for _ in range(30):
+        lim.limit(target, None)
+    assert lim.v[0] > 1.0
+    target = list(lim.q)  # every joint asked to stay exactly where its last command is
+    target[1] += 0.3
+    v0 = lim.v[0]
+    lim.limit(target, None)
+    assert (UNIFORM_SCALE_INFEASIBLE, -1, 0.0, 1.0, 0.0) in lim.interventions
+    assert describe(lim.interventions[0], PANDA) == "uniform scaling infeasible this period: joints limited independently"
+    assert lim.v[0] == pytest.approx(v0 - lim.dec[0] * DT)  # joint 1 brakes on its own
+    assert lim.v[1] > 0.0  # joint 2 still moves towards its target
+
+
+def test_limit_values_reported_for_each_intervention_kind() -> None:
+    sets = parse_joint_limits_yaml("""
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 3.0
+    has_deceleration_limits: true
+    max_deceleration: 4.0
+    has_jerk_limits: true
+    max_jerk: 500.0
+    soft_lower_limit: -0.5
+    soft_upper_limit: 0.6
+    k_position: 10.0
+""")
+    lim = CommandLimiter(["a"], [sets["a"]], DT, max_relative_target=[0.2])
+    assert [lim.limit_value(k, 0, True) for k in ("position", "soft_limit", "velocity", "max_step",
+                                                  "acceleration", "deceleration", "jerk")] == \
+        [0.6, 0.6, 2.0, 0.2, 3.0, 4.0, 500.0]
+    assert lim.limit_value("position", 0, False) == -0.5 and lim.limit_value("soft_limit", 0, False) == -0.5
