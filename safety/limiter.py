@@ -109,7 +109,6 @@ class CommandLimiter:
             self.soft_lo.append(soft.min_position if soft is not None else -inf)
             self.soft_hi.append(soft.max_position if soft is not None else inf)
         # Stopping-distance constants: B(x) = 2 D x / (D dt + sqrt((D dt)^2 + 2 D x)), no cancellation.
-        self._c1 = [d * dt if d < inf else inf for d in self.dec]
         self._c2 = [2.0 * d for d in self.dec]
         self._adt = [a * dt for a in self.acc]
         self._ddt = [d * dt for d in self.dec]
@@ -144,14 +143,11 @@ class CommandLimiter:
         return all(abs(v) < 1e-9 for v in self.v)
 
     def brake_speed(self, i: int, x: float) -> float:
-        """Largest speed from which joint i stops within distance x at its max deceleration."""
+        """Largest speed from which joint i stops within distance x at its max deceleration. x and the
+        deceleration are finite: position and acceleration limits are required and finite."""
         if x <= 0.0:
             return 0.0
-        if x == inf:
-            return inf
-        c1 = self._c1[i]
-        if c1 == inf:
-            return x / self.dt
+        c1 = self._ddt[i]
         c2 = self._c2[i]
         return c2 * x / (c1 + sqrt(c1 * c1 + c2 * x))
 
