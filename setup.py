@@ -45,7 +45,8 @@ setup(
     # First-level renamed packages: `safety`/`sim` are taken on PyPI, and colcon's
     # --symlink-install only handles first-level package_dir entries.
     packages=[
-        "omni_vla", "omni_vla.runtime", "omni_vla.openpi",
+        "omni_vla", "omni_vla.core", "omni_vla.runtime", "omni_vla.inference", "omni_vla.cloud", "omni_vla.ros",
+        "omni_vla.openpi",
         "omni_vla_safety", "omni_vla_sim", "omni_vla_policies",
     ],
     package_dir={
@@ -70,7 +71,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "vla_node = omni_vla.node:main",
+            "vla_node = omni_vla.ros.node:main",
             "safety_supervisor = omni_vla_safety.node:main",
             "sim_node = omni_vla_sim.node:main",
             "omni-vla = omni_vla.cli:main",

@@ -34,7 +34,7 @@ WARMUP_TICKS = 200
 
 
 def _factory(spec: str | None) -> Any:
-    from omni_vla.inference import open_runtime
+    from omni_vla.inference.client import open_runtime
 
     if not spec:
         return open_runtime
@@ -65,10 +65,10 @@ class LoopRig:
 
     def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None,
                  network: str = "process") -> None:
-        from omni_vla.config import ControllerConfig
-        from omni_vla.controller import Controller
-        from omni_vla.perception import ObservationStore
-        from omni_vla.worker import ProcessInference
+        from omni_vla.core.settings import ControllerConfig
+        from omni_vla.core.controller import Controller
+        from omni_vla.core.perception import ObservationStore
+        from omni_vla.inference.worker import ProcessInference
 
         self.inference = ProcessInference(backend, args.bundle, args.threads, factory=_factory(args.runtime_factory),
                                           timeout_s=2.0).start()
@@ -102,7 +102,7 @@ class LoopRig:
 
 def _cloud_replanner(url: str, rate_hz: float, cadence_s: float, network: str) -> Any:
     """A Replanner asking `url` for a plan every `cadence_s` (the only trigger), as vla_node would."""
-    from omni_vla.openpi import Replanner, ReplanConfig
+    from omni_vla.cloud import Replanner, ReplanConfig
 
     cfg = ReplanConfig.model_validate({
         "enabled": True, "rate_hz": rate_hz, "max_plan_age_s": 2.0, "client": {"uri": url}, "network": network,
@@ -140,7 +140,7 @@ def start_cloud(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 
 def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None,
                network: str = "process") -> dict[str, Any]:
-    from omni_vla.loop import Scheduler
+    from omni_vla.core.loop import Scheduler
 
     rig = LoopRig(args, backend, rate_hz, cloud_url, network)
     try:
@@ -225,7 +225,7 @@ def _pythonpath() -> str:
 
 def probe_cold_start(args: argparse.Namespace) -> int:
     """In the fresh process: start everything, tick until the first command, print perf_counter."""
-    from omni_vla.loop import Scheduler
+    from omni_vla.core.loop import Scheduler
 
     backend = args.backends.split(",")[0]
     rig = LoopRig(args, backend, 50.0)

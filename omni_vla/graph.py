@@ -18,7 +18,7 @@ class NodeSpec:
 
 ROBOT_NODES: tuple[NodeSpec, ...] = (
     NodeSpec("safety_supervisor", "omni_vla_safety.node", "safety_supervisor.yaml"),
-    NodeSpec("vla_node", "omni_vla.node", "vla_node.yaml"),
+    NodeSpec("vla_node", "omni_vla.ros.node", "vla_node.yaml"),
 )
 SIM_NODES: tuple[NodeSpec, ...] = (NodeSpec("sim_node", "omni_vla_sim.node", "sim_node.yaml"),) + ROBOT_NODES
 

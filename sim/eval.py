@@ -1,7 +1,7 @@
 """`omni-vla eval`: the closed-loop evaluation suite, in simulated time.
 
 Every episode is a pure function of (bundle, backend, task, seed, settings): the same control core
-(omni_vla.controller) and the same supervisor logic (omni_vla_safety.supervisor) as on the robot,
+(omni_vla.core.controller) and the same supervisor logic (omni_vla_safety.supervisor) as on the robot,
 stepped in simulated time, so results do not depend on the machine's speed, the worker count, or
 whether episodes run locally or as Ray tasks.
 """
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from omni_vla.config import ControllerConfig
+from omni_vla.core.settings import ControllerConfig
 from omni_vla_sim.report import EpisodeResult, smoothness, summarise, write_report
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
 
@@ -137,7 +137,7 @@ def _runtime(s: EvalSettings) -> Any:
 
             _cache[key] = TorchRuntime(s.bundle_dir, num_threads=s.threads)
         else:
-            from omni_vla.inference import open_runtime
+            from omni_vla.inference.client import open_runtime
 
             _cache[key] = open_runtime(s.backend, str(s.bundle_dir), s.threads)
     return _cache[key]
@@ -174,8 +174,8 @@ def _policy(s: EvalSettings, env: Any, seed: int) -> tuple[Any, Any]:
         from omni_vla_sim.remote import remote_policy
 
         return remote_policy(s, env, seed), None
-    from omni_vla.controller import Controller
-    from omni_vla.inference import SyncInference
+    from omni_vla.core.controller import Controller
+    from omni_vla.inference.client import SyncInference
 
     rt = _TimedRuntime(_runtime(s))
     cfg = ControllerConfig(rate_hz=env.config.control_hz, strategy=s.strategy,

@@ -69,7 +69,7 @@ class SimTimeReplanner:
 
 def make_replanner(settings: Any, env: Any, clock: Any, stall: bool = True) -> SimTimeReplanner:
     """A Replanner on `settings.openpi_url` that sends the privileged sim state (for the oracle)."""
-    from omni_vla.openpi import ReplanConfig, Replanner
+    from omni_vla.cloud import ReplanConfig, Replanner
     from omni_vla.openpi.oracle import sim_state
 
     period = 1.0 / env.config.control_hz

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_vla.config import ControllerConfig, VlaNodeConfig, load_node_yaml
+from omni_vla.core.settings import ControllerConfig, VlaNodeConfig, load_node_yaml
 from omni_vla_sim.eval import EvalSettings, evaluate, main
 from omni_vla_sim.report import comparable, wilson
 

@@ -14,8 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.inference import SyncInference, draw_noise, open_runtime
-from omni_vla.worker import ProcessInference
+from omni_vla.inference.client import SyncInference, draw_noise, open_runtime
+from omni_vla.inference.worker import ProcessInference
 
 H, D, S, E = 16, 8, 64, 16
 STEP = 0.01
@@ -268,8 +268,8 @@ def test_worker_that_cannot_load_fails_start_with_its_reason() -> None:
 
 # ---------------------------------------------------------------- controller on top of the worker
 def test_controller_holds_and_reports_while_worker_is_down_then_resumes() -> None:
-    from omni_vla.config import ControllerConfig
-    from omni_vla.controller import Controller
+    from omni_vla.core.settings import ControllerConfig
+    from omni_vla.core.controller import Controller
 
     client = _worker("toy:latency=0.003", backoff_s=0.2)
     ctl = Controller(ControllerConfig(rate_hz=100, execution_horizon=4), client)
@@ -310,8 +310,8 @@ def test_controller_holds_and_reports_while_worker_is_down_then_resumes() -> Non
 
 
 def test_controller_with_unknown_instruction_holds_with_the_reason() -> None:
-    from omni_vla.config import ControllerConfig
-    from omni_vla.controller import Controller
+    from omni_vla.core.settings import ControllerConfig
+    from omni_vla.core.controller import Controller
 
     ctl = Controller(ControllerConfig(), SyncInference(ToyRuntime()))
     img = np.zeros((64, 64, 3), np.uint8)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from omni_vla.interrupt import SigintFlag
+from omni_vla.ros.interrupt import SigintFlag
 
 # Installs the node's handler, then rclpy.init (which chains its own handler to it), then Ctrl-C.
 _SCRIPT = """
@@ -27,7 +27,7 @@ rclpy.try_shutdown()
 """
 
 NODES = {
-    "vla_node/sim_node": ("from omni_vla.interrupt import SigintFlag\nflag = SigintFlag().install()", "flag.seen"),
+    "vla_node/sim_node": ("from omni_vla.ros.interrupt import SigintFlag\nflag = SigintFlag().install()", "flag.seen"),
     "safety_supervisor": ("from omni_vla_safety.node import _Sigint\nsignal.signal(signal.SIGINT, _Sigint.handler)",
                           "_Sigint.seen"),
 }

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.loop import ManualClock, MonotonicClock, Scheduler, TickStats
+from omni_vla.core.loop import ManualClock, MonotonicClock, Scheduler, TickStats
 
 PERIOD = 0.02
 

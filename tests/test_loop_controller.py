@@ -11,10 +11,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from omni_vla.config import ControllerConfig
-from omni_vla.controller import Controller
-from omni_vla.inference import SyncInference
-from omni_vla.loop import ManualClock, Scheduler
+from omni_vla.core.settings import ControllerConfig
+from omni_vla.core.controller import Controller
+from omni_vla.inference.client import SyncInference
+from omni_vla.core.loop import ManualClock, Scheduler
 from test_inference import STEP, ToyRuntime
 
 PERIOD = 0.05
@@ -211,7 +211,7 @@ def test_scheduler_drives_controller_one_command_per_tick_on_a_fake_clock() -> N
 
 
 def test_cloud_plan_longer_than_a_chunk_runs_whole_then_local_chunks_resume() -> None:
-    from omni_vla.openpi.replanner import Replanner
+    from omni_vla.cloud.replanner import Replanner
     from omni_vla.openpi.server import PolicyServer
     from test_openpi_reliability import RampPolicy, config
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from omni_vla.openpi import codec
+from omni_vla.cloud import codec
 
 
 def test_ndarray_travels_as_the_openpi_map_with_bytes_keys():

@@ -13,16 +13,16 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.openpi.hosts import FrameSlots
-from omni_vla.openpi.replanner import Replanner
+from omni_vla.cloud.hosts import FrameSlots
+from omni_vla.cloud.replanner import Replanner
 from omni_vla.openpi.server import PolicyServer
 from test_openpi_reliability import Tick, config, make_obs, ramp_server, wait_for  # noqa: F401
 
 TICK_PROCESS = r"""
 import json, os, sys, time
 import numpy as np
-from omni_vla.openpi.config import ReplanConfig
-from omni_vla.openpi.replanner import Replanner
+from omni_vla.cloud.config import ReplanConfig
+from omni_vla.cloud.replanner import Replanner
 cfg = ReplanConfig.model_validate({"enabled": True, "client": {"uri": sys.argv[1]},
     "triggers": {"stall_window_s": 0, "intervention_count": 0, "cadence_s": 0}})
 obs = {"front": np.full((16, 16, 3), 7, np.uint8), "wrist": np.full((16, 16, 3), 9, np.uint8),

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from websockets.asyncio.server import ServerConnection
 
-from omni_vla.openpi import codec
-from omni_vla.openpi.config import ReplanConfig
-from omni_vla.openpi.plan import PlanRejected, validate_actions
-from omni_vla.openpi.replanner import Replanner
+from omni_vla.cloud import codec
+from omni_vla.cloud.config import ReplanConfig
+from omni_vla.cloud.plan import PlanRejected, validate_actions
+from omni_vla.cloud.replanner import Replanner
 from omni_vla.openpi.server import PolicyServer, ServerThread
 
 D = 8
@@ -164,7 +164,7 @@ def test_plan_validation_refuses_everything_but_finite_float_plans():
 
 def test_server_absent_at_start_client_retries_with_backoff_then_plans(caplog):
     port = free_port()
-    caplog.set_level(logging.INFO, logger="omni_vla.openpi")
+    caplog.set_level(logging.INFO, logger="omni_vla.cloud")
     with Replanner(config(f"ws://127.0.0.1:{port}", max_plan_age_s=0.5)) as rp:
         t = Tick(rp)
         t.request()
@@ -219,7 +219,7 @@ def test_slow_reply_is_time_aligned_and_poll_never_blocks_meanwhile():
 
 
 def test_reply_older_than_the_age_limit_is_discarded(caplog):
-    caplog.set_level(logging.WARNING, logger="omni_vla.openpi")
+    caplog.set_level(logging.WARNING, logger="omni_vla.cloud")
     with PolicyServer(RampPolicy(), latency_s=1.2).thread() as st, Replanner(config(st.uri)) as rp:
         assert wait_for(lambda: rp.connected, 3.0)
         t = Tick(rp)
@@ -231,7 +231,7 @@ def test_reply_older_than_the_age_limit_is_discarded(caplog):
 
 
 def test_text_error_frame_gives_no_plan_then_reconnects(caplog):
-    caplog.set_level(logging.WARNING, logger="omni_vla.openpi")
+    caplog.set_level(logging.WARNING, logger="omni_vla.cloud")
     server = PolicyServer(RampPolicy(fail_first=1))
     with server.thread() as st, Replanner(config(st.uri)) as rp:
         assert wait_for(lambda: rp.connected, 3.0)
@@ -248,7 +248,7 @@ def test_text_error_frame_gives_no_plan_then_reconnects(caplog):
 
 @pytest.mark.parametrize("bad", ["garbage", "oversized"])
 def test_garbage_and_oversized_frames_are_refused_then_client_recovers(bad, caplog):
-    caplog.set_level(logging.WARNING, logger="omni_vla.openpi")
+    caplog.set_level(logging.WARNING, logger="omni_vla.cloud")
     first = b"\xc1\x00garbage\xff" if bad == "garbage" else codec.packb({"actions": np.zeros((40_000, D))})
     scripted = ScriptedServer([first, "good"])
     cfg = config("ws://placeholder", client={"max_message_bytes": 1 << 20})

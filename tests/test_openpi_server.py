@@ -14,8 +14,8 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
-from omni_vla.openpi import codec
-from omni_vla.openpi.replanner import Replanner
+from omni_vla.cloud import codec
+from omni_vla.cloud.replanner import Replanner
 from omni_vla.openpi.server import PolicyServer, main as serve_main
 from test_openpi_reliability import RampPolicy, config, free_port, make_obs, wait_for
 

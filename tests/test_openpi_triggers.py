@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.openpi.config import ReplanConfig, load_replan_config
-from omni_vla.openpi.replanner import Replanner
+from omni_vla.cloud.config import ReplanConfig, load_replan_config
+from omni_vla.cloud.replanner import Replanner
 from omni_vla.openpi.server import PolicyServer
 from test_openpi_reliability import PERIOD, RampPolicy, config, make_obs, wait_for
 

@@ -6,7 +6,7 @@ import logging
 import numpy as np
 
 from omni_vla.openpi.server import PolicyServer
-from omni_vla.openpi.replanner import Replanner
+from omni_vla.cloud.replanner import Replanner
 from test_openpi_reliability import RampPolicy, Tick, config, make_obs, wait_for
 
 
@@ -35,7 +35,7 @@ def test_bare_array_reply_becomes_a_plan():
 
 
 def test_binary_error_message_gives_no_plan_and_keeps_the_connection(caplog):
-    caplog.set_level(logging.WARNING, logger="omni_vla.openpi")
+    caplog.set_level(logging.WARNING, logger="omni_vla.cloud")
     server = PolicyServer(RampPolicy(fail_first=2), variant="vllm-omni")
     with server.thread() as st, Replanner(vllm_config(st.uri)) as rp:
         assert wait_for(lambda: rp.connected, 3.0)

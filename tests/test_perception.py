@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 import pytest
 
-from omni_vla.perception import ImageRejected, JointStateRejected, ObservationStore, PolicyImage
+from omni_vla.core.perception import ImageRejected, JointStateRejected, ObservationStore, PolicyImage
 
 S = 64
 

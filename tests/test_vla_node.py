@@ -1,4 +1,4 @@
-"""vla_node over real DDS with a real exported (tiny, MNN) bundle, run as `python -m omni_vla.node`."""
+"""vla_node over real DDS with a real exported (tiny, MNN) bundle, run as `python -m omni_vla.ros.node`."""
 from __future__ import annotations
 
 import math
@@ -35,8 +35,8 @@ def image_msg(rng: np.random.Generator, encoding: str = "rgb8", channels: int = 
 def test_image_array_handles_row_padding() -> None:
     from sensor_msgs.msg import Image
 
-    from omni_vla.node import image_array
-    from omni_vla.perception import ImageRejected
+    from omni_vla.ros.node import image_array
+    from omni_vla.core.perception import ImageRejected
 
     rows = np.arange(4 * 20, dtype=np.uint8).reshape(4, 20)  # 6x4 rgb with 2 padding bytes per row
     img = image_array(Image(height=4, width=6, encoding="rgb8", step=20, data=rows.tobytes()))
@@ -53,7 +53,7 @@ def test_node_commands_only_after_joint_states_and_holds_when_they_stop(bundle: 
     rng = np.random.default_rng(0)
     params = {"bundle_dir": str(bundle), "backend": "mnn", "autostart": "true", "rate_hz": 20.0,
               "max_obs_age_s": 0.3}
-    code = run_against_node("omni_vla.node", PARAMS_FILE, params, lambda probe, ex: _scenario(probe, ex, rng))
+    code = run_against_node("omni_vla.ros.node", PARAMS_FILE, params, lambda probe, ex: _scenario(probe, ex, rng))
     assert code == 0, "vla_node did not shut down cleanly on SIGINT"
 
 
@@ -146,7 +146,7 @@ def _scenario(probe, ex, rng: np.random.Generator) -> None:
 @pytest.mark.slow
 def test_unknown_joint_name_fails_configure_with_the_name(bundle: Path) -> None:
     names = "[" + ",".join(JOINTS[:-1] + ["panda_joint9"]) + "]"
-    cmd = [sys.executable, "-m", "omni_vla.node", "--ros-args", "-p", f"bundle_dir:={bundle}",
+    cmd = [sys.executable, "-m", "omni_vla.ros.node", "--ros-args", "-p", f"bundle_dir:={bundle}",
            "-p", "autostart:=true", "-p", f"joint_names:={names}"]
     env = {**__import__("os").environ, "ROS_DOMAIN_ID": str(random.randint(101, 230))}
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
@@ -163,7 +163,7 @@ def test_lifecycle_configure_starts_worker_deactivate_stops_commands_cleanup_sto
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.parameter import Parameter
 
-    from omni_vla.node import VlaNode
+    from omni_vla.ros.node import VlaNode
 
     ctx = Context()
     rclpy.init(context=ctx, domain_id=free_domain_id())

@@ -57,7 +57,7 @@ def test_explicit_requests_and_counted_interventions_bring_cloud_plans_through_t
     with PolicyServer(policy).thread() as st:
         params = {"bundle_dir": str(bundle), "backend": "mnn", "autostart": "true", "rate_hz": 20.0,
                   "max_obs_age_s": 2.0, "openpi_config": str(_openpi_yaml(tmp_path / "openpi.yaml", st.uri))}
-        run_against_node("omni_vla.node", REPO / "config" / "vla_node.yaml", params,
+        run_against_node("omni_vla.ros.node", REPO / "config" / "vla_node.yaml", params,
                          lambda probe, ex: _scenario(probe, ex, policy))
 
 

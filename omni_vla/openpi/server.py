@@ -31,7 +31,7 @@ from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
-from omni_vla.openpi import codec
+from omni_vla.cloud import codec
 
 log = logging.getLogger("omni_vla.openpi.server")
 Variant = Literal["openpi", "vllm-omni"]
@@ -231,7 +231,7 @@ def build_policy(args: argparse.Namespace) -> Policy:
         from omni_vla.openpi.oracle import ExpertOraclePolicy
 
         return ExpertOraclePolicy(horizon=args.horizon, privileged_key=args.privileged_key)
-    from omni_vla.openpi.bundle_policy import BundlePolicy
+    from omni_vla.runtime.policy import BundlePolicy
 
     if not args.bundle_dir:
         raise SystemExit("serve-openpi: --policy bundle needs --bundle-dir")

@@ -22,10 +22,10 @@ from typing import Any, Callable
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from omni_vla.openpi import codec
-from omni_vla.openpi.config import ClientConfig
+from omni_vla.cloud import codec
+from omni_vla.cloud.config import ClientConfig
 
-log = logging.getLogger("omni_vla.openpi.client")
+log = logging.getLogger("omni_vla.cloud.client")
 MAX_ERROR_CHARS = 2000
 
 

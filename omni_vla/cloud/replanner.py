@@ -10,7 +10,7 @@ The control tick calls three cheap, non-blocking methods:
   row 0 is the action for `tick`.
 - `request_plan(reason)` / `note_intervention()` from any thread (ROS topic or service callbacks).
 
-The network side (omni_vla.openpi.network) runs in its own process by default (`network:
+The network side (omni_vla.cloud.network) runs in its own process by default (`network:
 process`), or in a thread (`network: thread`, simulated-time evaluation): connect with backoff,
 send the newest pending request, validate the reply. It reports events, which land here: a
 validated plan is parked for `poll`; failures are logged and counted, never raised into the tick.
@@ -32,12 +32,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from omni_vla.openpi.config import ReplanConfig
-from omni_vla.openpi.hosts import ProcessHost, ThreadHost
-from omni_vla.openpi.network import LOST, Request
-from omni_vla.openpi.plan import ValidatedPlan
+from omni_vla.cloud.config import ReplanConfig
+from omni_vla.cloud.hosts import ProcessHost, ThreadHost
+from omni_vla.cloud.network import LOST, Request
+from omni_vla.cloud.plan import ValidatedPlan
 
-log = logging.getLogger("omni_vla.openpi.replanner")
+log = logging.getLogger("omni_vla.cloud.replanner")
 
 COUNTERS = (
     "triggers", "requests", "busy_skips", "bad_observations", "sent", "replies", "plans", "rejected",

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from omni_vla.openpi.network import LOST, PlanNetwork, Request, Sink
+from omni_vla.cloud.network import LOST, PlanNetwork, Request, Sink
 
 RESTART_BACKOFF_S = (0.5, 10.0)  # network process restarts: first delay, cap
 READY = ("ready", (), {})
@@ -142,7 +142,7 @@ class _QueueSink:
 
 def _child_main(config_json: str, api_key: str | None, requests: Any, events: Any) -> None:
     """Network process: a reader thread feeds the queue's messages to PlanNetwork on the loop."""
-    from omni_vla.openpi.config import ReplanConfig
+    from omni_vla.cloud.config import ReplanConfig
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the network side stops
     config = ReplanConfig.model_validate_json(config_json)

@@ -2,7 +2,7 @@
 
 `PlanNetwork` runs on its own asyncio loop: connect with backoff, send the newest pending request
 (resizing its images first), validate the reply, and report everything to a sink (the Replanner's
-tick side) as events. It is hosted in a child process or a thread (omni_vla.openpi.hosts).
+tick side) as events. It is hosted in a child process or a thread (omni_vla.cloud.hosts).
 
 Nothing unvalidated leaves this module: a reply is parsed and checked here, and only a read-only
 float64 [T, D] array reaches the sink.
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-log = logging.getLogger("omni_vla.openpi.network")
+log = logging.getLogger("omni_vla.cloud.network")
 CLOSE_TOO_BIG = 1009
 LOST = -1  # on_finished id: every request the network side held is gone (its process died)
 
@@ -48,7 +48,7 @@ class PlanNetwork:
     """One connection's worth of re-planning work on an asyncio loop (see module docstring)."""
 
     def __init__(self, config: Any, api_key: str | None, sink: Sink) -> None:
-        from omni_vla.openpi.client import OpenPIClient
+        from omni_vla.cloud.client import OpenPIClient
 
         self.config = config
         self.sink = sink
@@ -88,7 +88,7 @@ class PlanNetwork:
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
 
-        from omni_vla.openpi.client import OpenPIError, ServerError
+        from omni_vla.cloud.client import OpenPIError, ServerError
 
         uri = self.config.client.uri
         while not self._stop.is_set():
@@ -115,7 +115,7 @@ class PlanNetwork:
         await self._client.close()
 
     async def _serve(self) -> None:
-        from omni_vla.openpi.client import ServerError
+        from omni_vla.cloud.client import ServerError
 
         while not self._stop.is_set():
             if self._reset_pending:
@@ -179,9 +179,9 @@ class PlanNetwork:
     async def _exchange(self, req: Request) -> None:
         from websockets.exceptions import ConnectionClosed
 
-        from omni_vla.openpi import codec
-        from omni_vla.openpi.client import ServerError
-        from omni_vla.openpi.plan import PlanRejected, extract_actions, validate_actions
+        from omni_vla.cloud import codec
+        from omni_vla.cloud.client import ServerError
+        from omni_vla.cloud.plan import PlanRejected, extract_actions, validate_actions
 
         requeued = False
         self.sink.on_sent(req.request_id)

@@ -1,6 +1,6 @@
 """vla_node's ROS side of cloud re-planning: explicit requests in, supervisor interventions in, status out.
 
-The Replanner (omni_vla.openpi) does the work outside the tick; this adapter only turns ROS
+The Replanner (omni_vla.cloud) does the work outside the tick; this adapter only turns ROS
 messages into its thread-safe calls: a String on `replan_request` or a Trigger on
 `request_plan_service` asks for a plan, and increases of the safety supervisor's intervention
 counters (read from its /diagnostics, so the supervisor stays independent of this package) feed the
@@ -16,8 +16,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from omni_vla.config import VlaNodeConfig
-from omni_vla.openpi import Replanner, load_replan_config
+from omni_vla.core.settings import VlaNodeConfig
+from omni_vla.cloud import Replanner, load_replan_config
 
 SUPERVISOR_STATUS = "safety_supervisor"
 COUNTER_PREFIX = "interventions/"

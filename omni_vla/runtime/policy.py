@@ -2,20 +2,20 @@
 
 Reads the request's images/state/prompt under the configured keys, runs one full inference
 (no pinned prefix: a cloud re-plan starts fresh) and returns {"actions": float32 [H, D]}.
-The runtime is loaded through omni_vla.inference.open_runtime, i.e. omni_vla.runtime.bundle.
+The runtime is loaded through omni_vla.inference.client.open_runtime, i.e. omni_vla.runtime.bundle.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from omni_vla.openpi.config import KeyMap
-from omni_vla.perception import PolicyImage
+from omni_vla.cloud.config import KeyMap
+from omni_vla.core.perception import PolicyImage
 
 
 class BundlePolicy:
     def __init__(self, bundle_dir: str, backend: str = "mnn", threads: int = 1, keys: KeyMap | None = None,
                  seed: int = 0) -> None:
-        from omni_vla.inference import RuntimeInputs, open_runtime
+        from omni_vla.inference.client import RuntimeInputs, open_runtime
 
         self.keys = keys or KeyMap()
         self.runtime = open_runtime(backend, str(bundle_dir), threads)

@@ -29,15 +29,15 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from omni_vla.config import VlaNodeConfig, flatten
-from omni_vla.controller import Controller
-from omni_vla.inference import RuntimeFactory, open_runtime
-from omni_vla.interrupt import SigintFlag
-from omni_vla.loop import Scheduler
-from omni_vla.openpi import Replanner
-from omni_vla.perception import ENCODINGS, ImageRejected, JointStateRejected, ObservationStore
-from omni_vla.replan_io import ReplanIO, open_replanner
-from omni_vla.worker import ProcessInference
+from omni_vla.core.settings import VlaNodeConfig, flatten
+from omni_vla.core.controller import Controller
+from omni_vla.inference.client import RuntimeFactory, open_runtime
+from omni_vla.ros.interrupt import SigintFlag
+from omni_vla.core.loop import Scheduler
+from omni_vla.cloud import Replanner
+from omni_vla.core.perception import ENCODINGS, ImageRejected, JointStateRejected, ObservationStore
+from omni_vla.ros.replan_io import ReplanIO, open_replanner
+from omni_vla.inference.worker import ProcessInference
 
 NODE_NAME = "vla_node"
 _LEVEL = {"OK": DiagnosticStatus.OK, "WAITING": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR}
@@ -340,7 +340,7 @@ class VlaNode(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point `vla_node` (`python -m omni_vla.node --ros-args ...`)."""
+    """Entry point `vla_node` (`python -m omni_vla.ros.node --ros-args ...`)."""
     sigint = SigintFlag().install()
     rclpy.init(args=argv if argv is not None else sys.argv)
     # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from omni_vla.inference import (
+from omni_vla.inference.client import (
     ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime,
 )
 

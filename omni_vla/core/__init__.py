@@ -1,0 +1,1 @@
+"""The ROS-free, torch-free control core: scheduler, controller, chunking, perception, settings."""
