@@ -98,26 +98,27 @@ def test_non_finite_target_holds_or_clamps_the_joint_and_keeps_commands_finite(b
     assert out[2] == pytest.approx(expected) and lim.stopped
 
 
-def test_max_step_window_yields_to_deceleration_when_the_measurement_jumps_far_behind() -> None:
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_max_step_window_yields_to_deceleration_when_the_measurement_jumps_far_behind(sign: float) -> None:
     """A wild measurement far behind a fast command cannot make the command jump back: the
     deceleration limit wins, the max-step window is reported as yielded, and the command heads back."""
     lim = panda(max_relative_target=[0.1], target_horizon_s=0.0)
     target = list(HOME)
-    target[0] = 2.5
+    target[0] = 2.5 * sign
     for _ in range(40):
         lim.limit(target, list(lim.q))  # a perfectly tracking robot
     v0, q0 = lim.v[0], lim.q[0]
-    assert v0 > 1.5
+    assert v0 * sign > 1.5
     measured = list(lim.q)
-    measured[0] = q0 - 1.0
+    measured[0] = q0 - 1.0 * sign
     lim.limit(target, measured)
     yielded = [r for r in lim.interventions if r[0] == MAX_STEP + "_yielded" and r[1] == 0]
-    assert yielded and yielded[0][2] == 0.1 and yielded[0][3] == pytest.approx(-1.0)
+    assert yielded and yielded[0][2] == 0.1 and yielded[0][3] == pytest.approx(-1.0 * sign)
     assert "max_step limit 0.1 could not be honoured" in describe(yielded[0], PANDA)
-    assert lim.v[0] == pytest.approx(v0 - lim.dec[0] * DT)  # braking at max deceleration, no jump
+    assert lim.v[0] == pytest.approx(v0 - sign * lim.dec[0] * DT)  # braking at max deceleration, no jump
     for _ in range(300):
         lim.limit(target, measured)
-    assert lim.q[0] == pytest.approx(measured[0] + 0.1) and lim.stopped  # back at the window's edge
+    assert lim.q[0] == pytest.approx(measured[0] + 0.1 * sign) and lim.stopped  # at the window's edge
 
 
 @pytest.mark.parametrize("upper", [True, False])
@@ -190,3 +191,37 @@ joint_limits:
                                                   "acceleration", "deceleration", "jerk")] == \
         [0.6, 0.6, 2.0, 0.2, 3.0, 4.0, 500.0]
     assert lim.limit_value("position", 0, False) == -0.5 and lim.limit_value("soft_limit", 0, False) == -0.5
+
+
+SOFT = """
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 4.0
+    soft_lower_limit: -0.7
+    soft_upper_limit: 0.7
+    k_position: 20.0
+"""
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_soft_limit_spring_slows_the_approach_on_both_sides(sign: float) -> None:
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(SOFT)["a"]], DT)
+    lim.reset([0.0])
+    on_curve = 0
+    reports = []
+    for _ in range(300):
+        q, v_prev = lim.q[0], lim.v[0]
+        lim.limit([5.0 * sign], None)
+        spring = 20.0 * (0.7 - sign * q)  # speed allowed towards the soft limit on this side
+        assert sign * lim.v[0] <= max(spring, sign * v_prev - 4.0 * DT) + 1e-9
+        on_curve += sign * lim.v[0] > 0.01 and math.isclose(sign * lim.v[0], spring, rel_tol=1e-9)
+        reports += [r for r in lim.interventions if r[0] == "soft_limit"]
+    assert on_curve >= 5
+    assert reports and reports[0][2] == 0.7 * sign  # reported with the soft limit it enforced
+    assert 0.69 < sign * lim.q[0] <= 0.7
