@@ -78,8 +78,7 @@ class JointOrder:
 
     def check_finite(self, values: list[float], what: str) -> None:
         """One sum catches NaN and +-Inf in the common case; the loop names the joint."""
-        total = sum(values)
-        if total - total == 0.0:
+        if isfinite(sum(values)):
             return
         for name, value in zip(self.names, values):
             if not isfinite(value):
@@ -98,7 +97,7 @@ def check_age(stamp: float | None, now: float, timeout: float, max_future: float
     """The command's time (its stamp, or `now` for a zero stamp); refuses old, future and non-finite stamps."""
     if stamp is None:
         return now
-    if not (stamp - stamp == 0.0 and now - now == 0.0):
+    if not (isfinite(stamp) and isfinite(now)):
         raise Rejection(STALE, f"command stamp {stamp} or receive time {now} is not finite")
     age = now - stamp
     if age > timeout:

@@ -300,3 +300,23 @@ def test_command_with_an_extra_joint_is_rejected_for_its_size() -> None:
     assert rig.sup.counts["rejected_size"] == 1 and "9 positions, expected 8" in rig.sup.reason
     assert not rig.sup.on_command(NAMES + [NAMES[0]], HOME + [0.0], rig.now, rig.now)
     assert rig.sup.counts["rejected_size"] == 2 and rig.sup.counts["rejected_names"] == 0
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_command_with_a_non_finite_stamp_or_receive_time_is_rejected_as_stale(bad: float) -> None:
+    rig = Rig()
+    rig.tick()
+    assert not rig.sup.on_command(NAMES, HOME, bad, rig.now)
+    assert rig.sup.counts["rejected_stale"] == 1 and "not finite" in rig.sup.reason
+    assert not rig.sup.on_command(NAMES, HOME, rig.now, bad)
+    assert rig.sup.counts["rejected_stale"] + rig.sup.counts["rejected_no_joint_state"] == 2
+    assert rig.command(HOME) and rig.sup.command_time == rig.now
+
+
+def test_finite_joint_values_whose_sum_overflows_are_accepted() -> None:
+    """The fast finite check sums the values; an overflowing sum must fall back to the per-joint check."""
+    from omni_vla_safety.validation import JointOrder
+
+    order = JointOrder(["a", "b"])
+    assert order.state(["a", "b"], [1e308, 1e308]) == [1e308, 1e308]
+    assert order.command(["b", "a"], [-1e308, -1e308]) == [-1e308, -1e308]
