@@ -1,0 +1,169 @@
+"""URDF/MJCF parsing edges the robot-description tests do not reach (found by mutation testing,
+issue 27 point 4): malformed numbers and elements refused by name, default classes spread over
+several <default> blocks, servos on joints without a range, effort narrowing, equality couplings."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from omni_vla_safety.limits import LimitsError
+from omni_vla_safety.limits_sources import is_position_servo, parse_xml_limits, parse_xml_sources
+
+
+def urdf(joint: str) -> str:
+    return f'<robot name="r"><link name="a"/><link name="b"/>{joint}</robot>'
+
+
+def mjcf(body: str, actuator: str = "", extra: str = "") -> str:
+    return (f'<mujoco>{extra}<worldbody><body>{body}<geom size="0.1"/></body></worldbody>'
+            f'<actuator>{actuator}</actuator></mujoco>')
+
+
+@pytest.mark.parametrize("text, message", [
+    (urdf('<joint name="j" type="revolute"><limit lower="abc" upper="1" velocity="1"/></joint>'),
+     "joint 'j': lower='abc' is not a number"),
+    (urdf('<joint name="j" type="revolute"><limit lower="-1" upper="inf" velocity="1"/></joint>'),
+     "joint 'j': upper='inf' is not finite"),
+    (urdf('<joint name="j" type="revolute"><limit lower="-1" upper="1" velocity="nan"/></joint>'),
+     "joint 'j': velocity='nan' is not finite"),
+    (urdf('<joint name="j" type="prismatic"/>'), "joint 'j': a prismatic joint needs a <limit> element"),
+    (urdf('<joint name="j" type="revolute"><limit lower="-1" upper="1" velocity="-2"/></joint>'),
+     "joint 'j': <limit velocity=-2.0> is negative"),
+    (urdf('<joint name="j" type="revolute"><limit lower="-1" upper="1" effort="-2"/></joint>'),
+     "joint 'j': <limit effort=-2.0> is negative"),
+    (mjcf('<joint name="j" range="10"/>'), "joint 'j': range='10' needs 2 numbers"),
+    (mjcf('<joint name="j" range="-10 10"/>', '<position joint="j" ctrlrange="1 -1"/>'),
+     "ctrlrange [1.0, -1.0] is empty"),
+    (mjcf('<joint name="j" range="-10 10"/>', '<position joint="j" ctrlrange="1 1"/>'),
+     "ctrlrange [1.0, 1.0] is empty"),
+    ('<sdf version="1.6"/>', "root element <sdf> is neither <robot> (URDF) nor <mujoco> (MJCF)"),
+    ('<robot', "not valid XML"),
+])
+def test_malformed_robot_description_refused_naming_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(LimitsError) as exc:
+        parse_xml_limits(text, str(tmp_path / "robot.xml"))
+    assert message in str(exc.value) and "robot.xml" in str(exc.value)
+
+
+def test_position_servo_outside_the_joint_range_leaves_no_range(tmp_path: Path) -> None:
+    with pytest.raises(LimitsError, match=r"joint 'j':.*ctrlrange leaves no range inside the joint range"):
+        parse_xml_sources(mjcf('<joint name="j" range="0 10"/>', '<position joint="j" ctrlrange="-1 -0.5"/>',
+                               '<compiler angle="radian"/>'), str(tmp_path / "r.xml"))
+    with pytest.raises(LimitsError, match="leaves no range"):  # touching at one point is no range either
+        parse_xml_sources(mjcf('<joint name="j" range="0 10"/>', '<position joint="j" ctrlrange="-1 0"/>',
+                               '<compiler angle="radian"/>'), str(tmp_path / "r.xml"))
+
+
+def test_include_without_file_attribute_refused(tmp_path: Path) -> None:
+    with pytest.raises(LimitsError, match=r"robot\.xml:1 <include>: attribute 'file' is missing"):
+        parse_xml_sources('<mujoco><include/></mujoco>', str(tmp_path / "robot.xml"))
+
+
+def test_urdf_continuous_joint_without_limit_has_no_position_limit_and_velocity_zero_means_not_given() -> None:
+    src = parse_xml_sources(urdf('<joint name="c" type="continuous"/>'
+                                 '<joint name="w" type="continuous"><limit velocity="3" effort="0"/></joint>'
+                                 '<joint name="r" type="revolute"><limit lower="-1" upper="1" velocity="0"/></joint>'
+                                 '<joint name="f" type="fixed"/>'), "r.urdf")
+    assert set(src) == {"c", "w", "r"}
+    assert src["c"].fields == {"angle_wraparound": True} and src["c"].note == "continuous: no position limit"
+    assert src["w"].fields == {"angle_wraparound": True, "has_velocity_limits": True, "max_velocity": 3.0}
+    assert src["r"].fields == {"has_position_limits": True, "min_position": -1.0, "max_position": 1.0}
+
+
+def test_urdf_safety_controller_defaults_and_mimic() -> None:
+    src = parse_xml_sources(urdf(
+        '<joint name="j" type="revolute"><limit lower="-1" upper="1" velocity="1"/>'
+        '<safety_controller soft_upper_limit="0.5" k_position="3"/></joint>'
+        '<joint name="m" type="revolute"><limit lower="-1" upper="1" velocity="1"/><mimic joint="j"/></joint>'),
+        "r.urdf")
+    assert {k: src["j"].fields[k] for k in ("soft_lower_limit", "soft_upper_limit", "k_position", "k_velocity")} == {
+        "soft_lower_limit": 0.0, "soft_upper_limit": 0.5, "k_position": 3.0, "k_velocity": 0.0}
+    assert src["m"].follows == "j" and src["m"].note == "mimic of j (multiplier 1, offset 0): not commanded"
+
+
+def test_mjcf_hinge_without_range_has_a_note_and_a_slide_without_range_none() -> None:
+    src = parse_xml_sources(mjcf('<joint name="h"/><joint name="s" type="slide"/><joint name="b" type="ball"/>'),
+                            "/tmp/r.xml")
+    assert set(src) == {"h", "s"}
+    assert src["h"].note == "hinge without range: no position limit" and src["s"].note == ""
+    assert src["h"].fields == {} and src["s"].fields == {}
+
+
+def test_mjcf_zero_force_ranges_give_no_effort_limit_and_the_smaller_effort_wins() -> None:
+    src = parse_xml_sources(mjcf('<joint name="a" range="-1 1" actuatorfrcrange="0 0"/>'
+                                 '<joint name="b" range="-1 1" actuatorfrcrange="-5 3"/>'
+                                 '<joint name="c" range="-1 1" actuatorfrcrange="-5 5"/>',
+                                 '<motor joint="a" forcerange="0 0"/>'
+                                 '<motor joint="b" ctrlrange="-1 1" gear="10"/>'
+                                 '<motor joint="c" forcerange="-2 2"/>'), "/tmp/r.xml")
+    assert "has_effort_limits" not in src["a"].fields
+    assert src["b"].fields["max_effort"] == 5.0  # actuatorfrcrange 5 beats ctrlrange*gear 10
+    assert src["c"].fields["max_effort"] == 2.0  # forcerange 2 narrows actuatorfrcrange 5
+    assert src["c"].origin["effort"].endswith("forcerange>")
+
+
+def test_mjcf_position_servo_on_a_joint_without_range_gives_the_range() -> None:
+    src = parse_xml_sources(mjcf('<joint name="s" type="slide"/>', '<position joint="s" ctrlrange="-0.2 0.4"/>'),
+                            "/tmp/r.xml")
+    assert (src["s"].fields["min_position"], src["s"].fields["max_position"]) == (-0.2, 0.4)
+    assert src["s"].fields["has_position_limits"] is True and "ctrlrange" in src["s"].origin["position"]
+
+
+def test_mjcf_position_servo_within_the_range_keeps_it_and_says_so() -> None:
+    src = parse_xml_sources(mjcf('<joint name="s" type="slide" range="-0.2 0.4"/>',
+                                 '<position joint="s" ctrlrange="-1 1"/>'), "/tmp/r.xml")
+    assert (src["s"].fields["min_position"], src["s"].fields["max_position"]) == (-0.2, 0.4)
+    assert " within " in src["s"].origin["position"] and "narrowed" not in src["s"].origin["position"]
+
+
+def test_second_top_level_default_block_adds_to_the_main_class() -> None:
+    src = parse_xml_sources('<mujoco><compiler angle="radian"/><default><joint range="-1 1"/></default>'
+                            '<default><joint type="slide"/></default>'
+                            '<worldbody><body><joint name="j"/><geom size="0.1"/></body></worldbody></mujoco>',
+                            "/tmp/r.xml")
+    assert src["j"].kind == "slide" and (src["j"].fields["min_position"], src["j"].fields["max_position"]) == (-1, 1)
+
+
+@pytest.mark.parametrize("attrs, servo", [
+    ({"biastype": "affine", "gainprm": "7", "biasprm": "0 -7 -1"}, True),
+    ({"biastype": "affine", "gainprm": "7 0 0", "biasprm": "0 -7"}, True),
+    ({"biastype": "affine", "gainprm": "x", "biasprm": "0 -7"}, False),
+    ({"biastype": "affine", "gainprm": "7", "biasprm": "0 -6"}, False),
+    ({"biastype": "affine", "gainprm": "7", "biasprm": "1 -7"}, False),
+    ({"biastype": "affine", "gainprm": "0", "biasprm": "0 0"}, False),
+    ({"biastype": "affine", "gainprm": "-1", "biasprm": "0 1"}, False),
+    ({"biastype": "none", "gainprm": "7", "biasprm": "0 -7"}, False),
+    ({"biastype": "affine", "gaintype": "user", "gainprm": "7", "biasprm": "0 -7"}, False),
+    ({"biastype": "affine", "biasprm": "0 -1"}, True),  # gainprm defaults to 1
+    ({"biastype": "affine", "gainprm": "", "biasprm": "0 -1"}, True),
+])
+def test_position_servo_recognised_like_mujoco(attrs: dict, servo: bool) -> None:
+    assert is_position_servo(attrs) is servo
+
+
+def test_equality_coupling_follower_is_the_unactuated_joint_and_a_constant_lock_is_reported() -> None:
+    body = '<joint name="a" range="-1 1"/><joint name="b" range="-1 1"/><joint name="c" range="-1 1"/>'
+    both_free = parse_xml_sources(mjcf(body, "", "") .replace(
+        "</mujoco>", '<equality><joint joint1="a" joint2="b"/><joint joint1="c"/></equality></mujoco>'), "/tmp/r.xml")
+    assert both_free["a"].follows == "b" and not both_free["b"].follows  # joint1 follows when neither is actuated
+    assert both_free["c"].follows == "(held constant)" and "a constant" in both_free["c"].note
+    a_driven = parse_xml_sources(mjcf(body, '<position joint="a" ctrlrange="-1 1"/>').replace(
+        "</mujoco>", '<equality><joint joint1="a" joint2="b"/></equality></mujoco>'), "/tmp/r.xml")
+    assert a_driven["b"].follows == "a" and not a_driven["a"].follows
+    both_driven = parse_xml_sources(mjcf(body, '<position joint="a" ctrlrange="-1 1"/>'
+                                               '<position joint="b" ctrlrange="-1 1"/>').replace(
+        "</mujoco>", '<equality><joint joint1="a" joint2="b"/></equality></mujoco>'), "/tmp/r.xml")
+    assert not both_driven["a"].follows and not both_driven["b"].follows
+    unknown = parse_xml_sources(mjcf(body).replace(
+        "</mujoco>", '<equality><joint joint1="zz" joint2="a"/></equality></mujoco>'), "/tmp/r.xml")
+    assert not any(js.follows for js in unknown.values())
+
+
+def test_hinge_ranges_in_degrees_unless_radian_and_slides_never_converted() -> None:
+    deg = parse_xml_sources(mjcf('<joint name="h" range="-90 90"/><joint name="s" type="slide" range="-1 2"/>'),
+                            "/tmp/r.xml")
+    assert deg["h"].fields["max_position"] == pytest.approx(math.pi / 2)
+    assert deg["s"].fields["max_position"] == 2.0
+    assert deg["h"].origin["position"].endswith(" range deg>") and deg["s"].origin["position"].endswith(" range>")
