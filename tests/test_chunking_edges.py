@@ -331,3 +331,46 @@ def test_random_operation_sequences_match_the_model(operations: list) -> None:
             else:
                 np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
             assert q.remaining(t) == m.remaining(t), t
+
+
+# ------------------------------------------------------------------- found by mutation testing
+def test_average_indexes_the_new_chunk_by_tick_when_the_old_queue_starts_far_later() -> None:
+    q = ChunkQueue(H, D)
+    q.splice(chunk(0), t0=4, t1=6, strategy="naive")  # ticks 6..11 hold rows 2..7
+    q.splice(chunk(100), t0=1, t1=2, strategy="average", old_weight=0.5)  # ticks 2..8; overlap 6..8
+    for t in range(2, 6):
+        np.testing.assert_array_equal(at(q, t), chunk(100)[t - 1])
+    for t in range(6, 9):
+        np.testing.assert_allclose(at(q, t), 0.5 * chunk(0)[t - 4] + 0.5 * chunk(100)[t - 1])
+
+
+def test_a_strategy_name_built_at_run_time_blends_like_the_literal() -> None:
+    """Strategies come from parameter files: compared by value, never by identity."""
+    name = "".join(["aver", "age"])
+    q = ChunkQueue(H, D)
+    q.splice(chunk(0), 0, 0, "naive")
+    q.splice(chunk(100), t0=2, t1=3, strategy=name, old_weight=0.5)
+    np.testing.assert_allclose(at(q, 3), 0.5 * chunk(0)[3] + 0.5 * chunk(100)[1])
+
+
+def test_copy_range_from_the_start_and_past_the_end() -> None:
+    q = ChunkQueue(H, D)
+    q.splice(chunk(0), 300, 300, "naive")  # ticks beyond the small-int cache
+    out = np.full((H, D), -1.0)
+    assert q.copy_range(300, 3, out) == 3
+    np.testing.assert_array_equal(out[:3], chunk(0)[:3])
+    out[:] = -1
+    for tick in (300 + H, 301 + H, 400):
+        assert q.copy_range(tick, 3, out) == 0 and np.all(out == -1), tick
+        assert q.action_at(tick, out[0]) is False
+
+
+def test_rtc_prefix_of_one_tick_pins_one_row_of_the_first_batch_entry_only() -> None:
+    q = ChunkQueue(H, D)
+    q.splice(chunk(0), 0, 0, "rtc")
+    prefix = np.full((2, H, D), -1.0)
+    assert rtc_prefix(q, tick=3, d=1, max_prefix=4, prefix=prefix) == 1
+    assert rtc_prefix(q, tick=3, d=5, max_prefix=1, prefix=prefix) == 1
+    np.testing.assert_array_equal(prefix[0, 0], chunk(0)[3])
+    assert np.all(prefix[0, 1:] == -1) and np.all(prefix[1] == -1)
+    assert rtc_prefix(q, tick=H + 2, d=3, max_prefix=4, prefix=prefix) == 0, "past the end"
