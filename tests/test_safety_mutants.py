@@ -322,6 +322,24 @@ def test_finite_joint_values_whose_sum_overflows_are_accepted() -> None:
     assert order.command(["b", "a"], [-1e308, -1e308]) == [-1e308, -1e308]
 
 
+
+def test_joint_state_naming_a_joint_twice_is_ignored_naming_that_joint() -> None:
+    rig = Rig()
+    names = list(NAMES)
+    names[5] = "panda_joint5"  # panda_joint5 twice (and panda_joint6 missing)
+    names.append("panda_joint6")
+    assert not rig.sup.on_joint_state(names, HOME + [0.0], 0.0)
+    assert rig.sup.counts["bad_joint_state"] == 1
+    assert rig.sup.reason == "joint state ignored: joint state names joint 'panda_joint5' twice"
+
+
+def test_future_stamped_command_rejected_saying_how_far_ahead() -> None:
+    rig = Rig()
+    rig.tick()
+    assert not rig.sup.on_command(NAMES, HOME, rig.now + 1.0, rig.now)
+    assert rig.sup.counts["rejected_future_stamp"] == 1
+    assert "command stamp is 1.000 s in the future (max_future_stamp_s 0.050)" in rig.sup.reason
+
 # --- known open invariant violation (found by hypothesis during the mutation run) -----------------
 
 @pytest.mark.xfail(strict=True, reason="open: a watchdog stop starting while a joint passes through zero "
