@@ -60,6 +60,12 @@ def test_wilson_is_exactly_clipped_at_zero_and_one() -> None:
         assert 0.0 < wilson(0, n)[1] < 1.0 and 0.0 < wilson(n, n)[0] < 1.0
 
 
+def test_wilson_bounds_are_exact_for_numpy_counts_too() -> None:
+    """Counts summed by numpy are np.int64: the 0% and 100% bounds must still be exactly 0 and 1."""
+    for n in (4, 7, 50):
+        assert wilson(np.int64(0), n)[0] == 0.0 and wilson(np.int64(n), np.int64(n))[1] == 1.0
+
+
 def test_wilson_uses_the_95_percent_quantile_by_default() -> None:
     assert wilson(5, 10) == wilson(5, 10, z=Z)
     lo99, hi99 = wilson(5, 10, z=2.575829)
@@ -104,6 +110,14 @@ def test_timeouts_and_failures_are_not_successes_per_task_and_overall() -> None:
     assert touch["seeds"] == overall["seeds"] == [1_000_000, 1_000_001, 1_000_002, 1_000_003]
     assert list(r["tasks"]) == ["pick_red", "touch_yellow"], "tasks in sorted order"
     assert "held_out_instructions" not in r and "trained_instructions" not in r
+
+
+def test_tasks_are_grouped_by_name_not_by_string_identity() -> None:
+    """Results unpickled from workers or read from episodes.json carry equal but distinct task strings."""
+    results = [ep("".join(["pick", "_red"]), 1_000_000 + i, success=i < 2) for i in range(3)]
+    assert results[0].task is not results[1].task
+    g = summarise(results, {}, {}, 0.0)["tasks"]["pick_red"]
+    assert (g["successes"], g["episodes"]) == (2, 3)
 
 
 def test_all_failures_give_zero_rate_and_a_real_upper_bound() -> None:
