@@ -46,7 +46,6 @@ setup(
     # --symlink-install only handles first-level package_dir entries.
     packages=[
         "omni_vla", "omni_vla.core", "omni_vla.runtime", "omni_vla.inference", "omni_vla.cloud", "omni_vla.ros",
-        "omni_vla.openpi",
         "omni_vla_safety", "omni_vla_sim", "omni_vla_policies",
     ],
     package_dir={

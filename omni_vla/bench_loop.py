@@ -20,22 +20,29 @@ import argparse
 import importlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 import tracemalloc
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from omni_vla.cloud import ReplanConfig, Replanner
+from omni_vla.core.assembly import build_loop
+from omni_vla.core.loop import Scheduler
+from omni_vla.core.settings import LoopSettings
+from omni_vla.inference.client import open_runtime
+from omni_vla.inference.worker import ProcessInference
+
 WARMUP_TICKS = 200
 
 
 def _factory(spec: str | None) -> Any:
-    from omni_vla.inference.client import open_runtime
-
     if not spec:
         return open_runtime
     module, _, name = spec.partition(":")
@@ -44,8 +51,6 @@ def _factory(spec: str | None) -> Any:
 
 def _feeder(store: Any, stop: threading.Event, size: int, dof: int) -> None:
     """Camera frames at 30 Hz and joint states at 100 Hz, as ROS callbacks would deliver them."""
-    import numpy as np
-
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (size, size, 3), dtype=np.uint8) for _ in range(4)]
     names = list(store.joint_names)
@@ -61,49 +66,40 @@ def _feeder(store: Any, stop: threading.Event, size: int, dof: int) -> None:
 
 
 class LoopRig:
-    """Worker + controller + store + feeder, started once per backend and rate."""
+    """The node's assembled loop (build_loop) over a worker process, fed like the subscriber callbacks."""
 
     def __init__(self, args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None,
                  network: str = "process") -> None:
-        from omni_vla.core.settings import ControllerConfig
-        from omni_vla.core.controller import Controller
-        from omni_vla.core.perception import ObservationStore
-        from omni_vla.inference.worker import ProcessInference
-
-        self.inference = ProcessInference(backend, args.bundle, args.threads, factory=_factory(args.runtime_factory),
-                                          timeout_s=2.0).start()
-        cfg = ControllerConfig(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
-                               joint_names=list(getattr(self.inference, "joint_names", None) or
-                                                ControllerConfig().joint_names)[: self.inference.action_dim])
-        self.replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence, network) if cloud_url else None
-        self.controller = Controller(cfg, self.inference, replanner=self.replanner)
-        self.store = ObservationStore(cfg.joint_names)
+        inference = ProcessInference(backend, args.bundle, args.threads, factory=_factory(args.runtime_factory),
+                                     timeout_s=2.0).start()
+        settings = LoopSettings(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
+                                joint_names=list(inference.joint_names or LoopSettings().joint_names)[: inference.action_dim])
+        replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence, network) if cloud_url else None
+        self.loop = build_loop(settings, inference, replanner=replanner)
+        self.inference, self.controller, self.store = inference, self.loop.controller, self.loop.store
         self.store.set_instruction(args.instruction)
         self._stop = threading.Event()
-        self._feed = threading.Thread(target=_feeder, args=(self.store, self._stop, 128, self.inference.action_dim),
+        self._feed = threading.Thread(target=_feeder, args=(self.store, self._stop, 128, inference.action_dim),
                                       daemon=True)
         self._feed.start()
         while self.store.obs["wrist"] is None or self.store.obs["qpos"] is None:
             time.sleep(0.005)
-        self.commands = 0
+
+    @property
+    def commands(self) -> int:
+        return self.loop.commands
 
     def tick(self, k: int, t: float) -> None:
-        with self.store.lock:
-            if self.controller.step(self.store.obs, k, t) is not None:
-                self.commands += 1
+        self.loop.tick(k, t)
 
     def close(self) -> None:
         self._stop.set()
         self._feed.join(1.0)
-        if self.replanner is not None:
-            self.replanner.close()
-        self.inference.close()
+        self.loop.close()
 
 
 def _cloud_replanner(url: str, rate_hz: float, cadence_s: float, network: str) -> Any:
     """A Replanner asking `url` for a plan every `cadence_s` (the only trigger), as vla_node would."""
-    from omni_vla.cloud import Replanner, ReplanConfig
-
     cfg = ReplanConfig.model_validate({
         "enabled": True, "rate_hz": rate_hz, "max_plan_age_s": 2.0, "client": {"uri": url}, "network": network,
         "triggers": {"cadence_s": cadence_s, "stall_window_s": 0, "intervention_count": 0,
@@ -114,13 +110,10 @@ def _cloud_replanner(url: str, rate_hz: float, cadence_s: float, network: str) -
 
 def start_cloud(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     """`omni-vla serve-openpi` with the bundle policy and injected latency, in its own process."""
-    import socket
-    import urllib.request
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "omni_vla.openpi.server", "--policy", "bundle", "--bundle-dir", str(args.bundle),
+    cmd = [sys.executable, "-m", "omni_vla_sim.openpi_server", "--policy", "bundle", "--bundle-dir", str(args.bundle),
            "--port", str(port), "--latency-ms", str(args.cloud_latency_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONPATH": _pythonpath()})
@@ -140,8 +133,6 @@ def start_cloud(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 
 def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url: str | None = None,
                network: str = "process") -> dict[str, Any]:
-    from omni_vla.core.loop import Scheduler
-
     rig = LoopRig(args, backend, rate_hz, cloud_url, network)
     try:
         sched = Scheduler(rate_hz, rig.tick, rt_priority=args.rt_priority)
@@ -225,8 +216,6 @@ def _pythonpath() -> str:
 
 def probe_cold_start(args: argparse.Namespace) -> int:
     """In the fresh process: start everything, tick until the first command, print perf_counter."""
-    from omni_vla.core.loop import Scheduler
-
     backend = args.backends.split(",")[0]
     rig = LoopRig(args, backend, 50.0)
     first: list[float] = []

@@ -13,7 +13,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "export": ("omni_vla_policies.export", "main"),
     "parity": ("omni_vla_policies.parity", "main"),
     "eval": ("omni_vla_sim.eval", "main"),
-    "serve-openpi": ("omni_vla.openpi.server", "main"),
+    "serve-openpi": ("omni_vla_sim.openpi_server", "main"),
     "limits": ("omni_vla_safety.limits_table", "main"),
     "bench sim": ("omni_vla_sim.bench", "main"),
     "bench runtime": ("omni_vla_policies.bench_runtime", "main"),

@@ -5,10 +5,10 @@ import argparse
 import multiprocessing as mp
 from pathlib import Path
 
-import cv2
 import numpy as np
 
-POLICY_IMAGE_SIZE = 64
+from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, write_records
+
 DEMO_SEED_BASE = 0  # evaluation seeds start at tasks.EVAL_SEED_BASE, never overlapping
 
 
@@ -38,26 +38,6 @@ def grasp_offset(seed: int, offsets: tuple[float, float]) -> float:
 
 def episode_name(task: str, seed: int, off_centre: bool) -> str:
     return f"{task}_{'offcentre_' if off_centre else ''}{seed:07d}.hdf5"
-
-
-def write_records(path: Path, env, seed: int, ok: bool, records: list, image_size: int) -> Path:  # noqa: ANN001
-    """(observation, expert action) pairs -> one dataset episode at the policy's image size."""
-    from omni_vla_sim import robot
-    from omni_vla_sim.dataset import Episode, write_episode
-
-    size = (image_size, image_size)
-
-    def small(key: str) -> np.ndarray:
-        return np.stack([cv2.resize(o[key], size, interpolation=cv2.INTER_AREA) for o, _ in records])
-
-    ep = Episode(
-        task=env.task.name, instruction=env.instruction.text, instruction_held_out=env.instruction.held_out,
-        seed=seed, success=ok, front=small("front"), wrist=small("wrist"),
-        qpos=np.stack([o["qpos"] for o, _ in records]).astype(np.float32),
-        qvel=np.stack([o["qvel"] for o, _ in records]).astype(np.float32),
-        actions=np.stack([a for _, a in records]).astype(np.float32),
-    )
-    return write_episode(path, ep, list(robot.JOINT_NAMES))
 
 
 _env_cache: dict = {}

@@ -11,8 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import cv2
 import h5py
 import numpy as np
+
+from omni_vla_sim import robot
+
+POLICY_IMAGE_SIZE = 64  # the reference policy's camera input (demonstrations are stored at this size)
 
 FORMAT = "omni_vla.robomimic/1"
 IMAGE_KEYS = ("front_rgb", "wrist_rgb")
@@ -118,3 +123,20 @@ def iter_episodes(root: str | Path, successful_only: bool = True) -> Iterator[Ep
         ep = read_episode(path)
         if ep.success or not successful_only:
             yield ep
+
+
+def write_records(path: Path, env, seed: int, ok: bool, records: list, image_size: int) -> Path:  # noqa: ANN001
+    """(observation, expert action) pairs -> one dataset episode at the policy's image size."""
+    size = (image_size, image_size)
+
+    def small(key: str) -> np.ndarray:
+        return np.stack([cv2.resize(o[key], size, interpolation=cv2.INTER_AREA) for o, _ in records])
+
+    ep = Episode(
+        task=env.task.name, instruction=env.instruction.text, instruction_held_out=env.instruction.held_out,
+        seed=seed, success=ok, front=small("front"), wrist=small("wrist"),
+        qpos=np.stack([o["qpos"] for o, _ in records]).astype(np.float32),
+        qvel=np.stack([o["qvel"] for o, _ in records]).astype(np.float32),
+        actions=np.stack([a for _, a in records]).astype(np.float32),
+    )
+    return write_episode(path, ep, list(robot.JOINT_NAMES))

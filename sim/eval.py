@@ -22,13 +22,24 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from omni_vla.core.settings import ControllerConfig
+from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, RuntimeBackend, Strategy, node_settings
+from omni_vla_safety.config import config_from_yaml
+from omni_vla_safety.limits import load_enforced_limits
+from omni_vla_safety.supervisor import Supervisor
+from omni_vla_sim.agents import make_agent, release_runtimes, shared_runtime
+from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, Episode, write_episode
+from omni_vla_sim.env import EnvConfig, PandaTaskEnv
+from omni_vla_sim.remote import check_server
 from omni_vla_sim.report import EpisodeResult, smoothness, summarise, write_report
+from omni_vla_sim.showcase import overlay, write_video
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
 
-Backend = Literal["torch", "executorch", "mnn", "expert", "openpi"]
-RECORD_FORMATS = ("hdf5", "mcap")
 REPO = Path(__file__).resolve().parent.parent
+# What vla_node runs (config/vla_node.yaml): the suite's defaults, so one file sets both.
+NODE = node_settings(REPO / "config" / "vla_node.yaml")
+Backend = Literal[RuntimeBackend, "torch", "expert", "openpi"]
+BACKENDS: tuple[str, ...] = (*RUNTIME_BACKENDS, "torch", "expert", "openpi")
+RECORD_FORMATS = ("hdf5", "mcap")
 
 
 class EvalSettings(BaseModel):
@@ -42,12 +53,12 @@ class EvalSettings(BaseModel):
     episodes: int = Field(50, ge=1)
     seed_base: int = Field(EVAL_SEED_BASE, ge=EVAL_SEED_BASE)
     held_out: bool = False
-    strategy: Literal["rtc", "average", "naive"] = ControllerConfig.model_fields["strategy"].default  # the node's
+    strategy: Strategy = NODE.strategy
     # The node's: its delay is ceil(p95 latency / tick), so any inference latency is at least one tick.
     delay_ticks: int = Field(1, ge=0, le=8)
-    execution_horizon: int = Field(ControllerConfig.model_fields["execution_horizon"].default, ge=1)  # the node's default
-    noise_scale: float = Field(0.0, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
-    threads: int = Field(1, ge=1)
+    execution_horizon: int = Field(NODE.execution_horizon, ge=1)
+    noise_scale: float = Field(NODE.noise_scale, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
+    threads: int = Field(NODE.threads, ge=1)
     image_size: int = Field(128, ge=16)
     supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"
     joint_limits: Path = REPO / "config" / "joint_limits.yaml"
@@ -96,124 +107,40 @@ def episode_specs(settings: EvalSettings, videos: int = 0, video_dir: Path | Non
 
 
 # ------------------------------------------------------------------------------ one episode
-_cache: dict[Any, Any] = {}
-
-
-class _TimedRuntime:
-    """Forwards to a shared runtime, recording wall-clock inference time; close() is a no-op (cached)."""
-
-    def __init__(self, runtime: Any) -> None:
-        self._rt = runtime
-        self.latencies_ms: list[float] = []
-        for name in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
-            setattr(self, name, getattr(runtime, name))
-
-    def encode_instruction(self, text: str) -> np.ndarray:
-        return self._rt.encode_instruction(text)
-
-    def infer(self, *args: Any) -> None:
-        t0 = time.perf_counter()
-        self._rt.infer(*args)
-        self.latencies_ms.append((time.perf_counter() - t0) * 1e3)
-
-    def close(self) -> None:
-        pass
+_envs: dict[tuple[int, str], PandaTaskEnv] = {}
 
 
 def release_cache() -> None:
     """Close what episodes cached in this process (worker processes simply exit)."""
-    for value in _cache.values():
-        close = getattr(value, "close", None)
-        if close is not None:
-            close()
-    _cache.clear()
+    release_runtimes()
+    for env in _envs.values():
+        env.close()
+    _envs.clear()
 
 
-def _runtime(s: EvalSettings) -> Any:
-    key = ("runtime", s.backend, str(s.bundle_dir), s.threads)
-    if key not in _cache:
-        if s.backend == "torch":  # the PyTorch reference lives with the training code, off the robot path
-            from omni_vla_policies.torch_runtime import TorchRuntime
-
-            _cache[key] = TorchRuntime(s.bundle_dir, num_threads=s.threads)
-        else:
-            from omni_vla.inference.client import open_runtime
-
-            _cache[key] = open_runtime(s.backend, str(s.bundle_dir), s.threads)
-    return _cache[key]
+def episode_env(s: EvalSettings, task: str) -> PandaTaskEnv:
+    """The simulator for an episode; one per process, reused (every task shares one scene)."""
+    key = (s.image_size, str(s.joint_limits))
+    if key not in _envs:
+        _envs[key] = PandaTaskEnv(task, EnvConfig(image_size=s.image_size, limits_file=s.joint_limits))
+    return _envs[key]
 
 
-def _env(s: EvalSettings, task: str) -> Any:
-    key = ("env", s.image_size, str(s.joint_limits))
-    if key not in _cache:
-        from omni_vla_sim.env import EnvConfig, PandaTaskEnv
-
-        _cache[key] = PandaTaskEnv(task, EnvConfig(image_size=s.image_size, limits_file=s.joint_limits))
-    return _cache[key]
-
-
-def _supervisor(s: EvalSettings) -> Any:
-    from omni_vla_safety.config import config_from_yaml
-    from omni_vla_safety.limits import load_enforced_limits
-    from omni_vla_safety.supervisor import Supervisor
-
+def episode_supervisor(s: EvalSettings) -> Supervisor:
+    """A fresh safety supervisor, configured as safety_supervisor is (config/safety_supervisor.yaml)."""
     cfg = config_from_yaml(s.supervisor_config)
-    limits = load_enforced_limits(s.joint_limits, cfg.joint_names)
-    return Supervisor(cfg, limits)
-
-
-def _policy(s: EvalSettings, env: Any, seed: int) -> tuple[Any, Any]:
-    """(act(obs, tick) -> action | None, the timed runtime or None)."""
-    if s.backend == "expert":
-        from omni_vla_sim.experts import ScriptedExpert
-
-        expert = ScriptedExpert(env)
-        expert.reset()
-        return (lambda obs, tick: expert.act()), None
-    if s.backend == "openpi":
-        from omni_vla_sim.remote import remote_policy
-
-        return remote_policy(s, env, seed), None
-    from omni_vla.core.controller import Controller
-    from omni_vla.inference.client import SyncInference
-
-    rt = _TimedRuntime(_runtime(s))
-    cfg = ControllerConfig(rate_hz=env.config.control_hz, strategy=s.strategy,
-                           execution_horizon=s.execution_horizon)
-    clock = {"now": 0.0}
-    replanner = None
-    if s.replan:
-        from omni_vla_sim.remote import make_replanner
-
-        replanner = make_replanner(s, env, lambda: clock["now"])
-    ctrl = Controller(cfg, SyncInference(rt, delay_ticks=s.delay_ticks, period_s=cfg.period_s, seed=seed,
-                                          noise_scale=s.noise_scale),
-                      replanner=replanner)
-    ctrl.boundaries = []
-
-    def act(obs: dict, tick: int) -> Any:
-        before = ctrl.counts["chunks"]
-        clock["now"] = tick * cfg.period_s
-        a = ctrl.step(obs, tick)
-        if ctrl.counts["chunks"] != before:
-            ctrl.boundaries.append(tick)
-        return a
-
-    act.controller = ctrl  # type: ignore[attr-defined]
-    if replanner is not None:
-        act.close = replanner.close  # type: ignore[attr-defined]
-    return act, rt
+    return Supervisor(cfg, load_enforced_limits(s.joint_limits, cfg.joint_names))
 
 
 def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     """One closed-loop episode: policy -> supervisor (at its own rate) -> simulated robot."""
     s = spec.settings
-    env = _env(s, spec.task)
+    env = episode_env(s, spec.task)
     task = get_task(spec.task)
     held = next(i.text for i in task.instructions if i.held_out)
     obs = env.reset(spec.seed, held if s.held_out else None, task=spec.task)
-    sup = _supervisor(s)
-    act, rt = _policy(s, env, spec.seed)
+    sup = episode_supervisor(s)
+    agent = make_agent(s, env, spec.seed)
     names = list(sup.config.joint_names)
     control_dt = 1.0 / env.config.control_hz
     inner = max(1, round(control_dt * sup.config.rate_hz))
@@ -223,7 +150,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     hold = obs["qpos"].copy()
     while not done:
         sup.on_joint_state(names, obs["qpos"], now)
-        proposal = act(obs, tick)
+        proposal = agent.act(obs, tick)
         if proposal is not None:
             sup.on_command(names, np.asarray(proposal, np.float64), None, now)
         for k in range(inner):
@@ -238,19 +165,15 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         if spec.record:
             recorded.append(obs)
         if spec.video:
-            from omni_vla_sim.showcase import overlay
-
-            lat = f"{rt.latencies_ms[-1]:.1f} ms" if rt and rt.latencies_ms else "-"
+            lat = f"{agent.latencies_ms[-1]:.1f} ms" if agent.latencies_ms else "-"
             frames.append(overlay(obs["front"], obs["wrist"],
                                   [spec.task, f"tick {tick}  latency {lat}", obs["instruction"][:40]]))
         obs, _, ok, truncated, _ = env.end_tick()
         tick += 1
         done = ok or truncated
-    if hasattr(act, "close"):
-        act.close()
+    agent.close()
     actions = np.asarray(executed)
-    ctrl = getattr(act, "controller", None)
-    bounds = getattr(ctrl, "boundaries", [])
+    ctrl = agent.loop.controller if agent.loop is not None else None
     interventions = sum(v for k, v in sup.counts.items() if k not in ("estop_reset",))
     result = EpisodeResult(
         task=spec.task, seed=spec.seed, instruction=env.instruction.text, held_out=env.instruction.held_out,
@@ -258,15 +181,13 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         interventions_by_kind={k: int(v) for k, v in sup.counts.items()},
         holds=int(ctrl.counts["holds"]) if ctrl else 0,
         cloud_plans=int(ctrl.counts.get("cloud_plans", 0)) if ctrl else 0,
-        latency_ms=[round(v, 3) for v in (rt.latencies_ms if rt else [])],
+        latency_ms=[round(v, 3) for v in agent.latencies_ms],
         actions=actions.round(5).tolist() if s.record_actions else None,
-        **smoothness(actions, control_dt, bounds),
+        **smoothness(actions, control_dt, agent.boundaries),
     )
     if spec.record:
         _record(spec, env, recorded, actions, bool(ok))
     if spec.video:
-        from omni_vla_sim.showcase import write_video
-
         result.video = str(write_video(Path(spec.video), frames, env.config.control_hz))
     return result
 
@@ -283,9 +204,6 @@ def _record(spec: EpisodeSpec, env: Any, observations: list[dict], actions: np.n
         write_bag(spec.record, observations, actions, list(robot.JOINT_NAMES), 1.0 / env.config.control_hz,
                   env.instruction.text)
         return
-    from omni_vla_sim.collect import POLICY_IMAGE_SIZE
-    from omni_vla_sim.dataset import Episode, write_episode
-
     size = (POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)
 
     def images(key: str) -> np.ndarray:
@@ -367,11 +285,9 @@ def versions(settings: EvalSettings) -> dict[str, Any]:
 
 def preflight(settings: EvalSettings) -> None:
     """Fail before any episode: bad bundle, unreachable server."""
-    if settings.backend in ("torch", "executorch", "mnn"):
-        _runtime(settings)
+    if settings.bundle_dir is not None:
+        shared_runtime(settings.backend, str(settings.bundle_dir), settings.threads)
     if settings.backend == "openpi" or settings.replan:
-        from omni_vla_sim.remote import check_server
-
         check_server(settings.openpi_url)
 
 
@@ -400,14 +316,14 @@ def evaluate(settings: EvalSettings, workers: int = 1, ray_address: str | None =
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla eval", description=__doc__)
-    p.add_argument("--backend", default="mnn", choices=["torch", "executorch", "mnn", "expert", "openpi"])
+    p.add_argument("--backend", default=NODE.backend, choices=BACKENDS)
     p.add_argument("--bundle", type=Path, default=REPO / "bundles" / "reference")
     p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
     p.add_argument("--episodes", type=int, default=50, help="per task")
     p.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE,
                    help=f"first seed of every task (>= {EVAL_SEED_BASE}); tune settings on other seeds than you report")
     p.add_argument("--strategy", default=EvalSettings.model_fields["strategy"].default,
-                   choices=["rtc", "average", "naive"], help="chunk splicing (default: the node's)")
+                   choices=STRATEGIES, help="chunk splicing (default: the node's)")
     p.add_argument("--delay", type=int, default=EvalSettings.model_fields["delay_ticks"].default,
                    help="simulated inference delay in ticks (default: the node's, one tick)")
     p.add_argument("--execution-horizon", type=int, default=EvalSettings.model_fields["execution_horizon"].default,

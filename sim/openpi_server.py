@@ -25,21 +25,20 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Awaitable, Callable, Literal, Protocol
+from typing import Any, Awaitable, Callable, Literal
 
 from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from omni_vla.cloud import codec
+from omni_vla.inference.policy import BundlePolicy
+from omni_vla.policy import Policy
+from omni_vla_sim.oracle import ExpertOraclePolicy
 
-log = logging.getLogger("omni_vla.openpi.server")
+log = logging.getLogger("omni_vla_sim.openpi_server")
 Variant = Literal["openpi", "vllm-omni"]
 VARIANTS = ("openpi", "vllm-omni")
-
-
-class Policy(Protocol):
-    def infer(self, obs: dict) -> dict: ...
 
 
 Handler = Callable[[ServerConnection], Awaitable[None]]
@@ -123,7 +122,7 @@ class PolicyServer:
         if latency_s < 0:
             raise ValueError(f"latency_s must be >= 0, got {latency_s}")
         self.policy = policy
-        self.metadata = dict(metadata if metadata is not None else getattr(policy, "metadata", {}) or {})
+        self.metadata = dict(metadata if metadata is not None else policy.metadata)
         self.latency_s = latency_s
         self.variant = variant
         self.api_key = api_key
@@ -145,10 +144,8 @@ class PolicyServer:
             return self.policy.infer(obs)
 
     def _reset(self) -> None:
-        reset = getattr(self.policy, "reset", None)
-        if reset is not None:
-            with self._lock:
-                reset()
+        with self._lock:
+            self.policy.reset()
 
     async def _recv(self, ws: ServerConnection) -> Any:
         if self.idle_timeout_s is None:
@@ -226,13 +223,9 @@ class PolicyServer:
 
 
 def build_policy(args: argparse.Namespace) -> Policy:
-    """The backend named on the command line (imports only what it needs)."""
+    """The policy named on the command line."""
     if args.policy == "oracle":
-        from omni_vla.openpi.oracle import ExpertOraclePolicy
-
         return ExpertOraclePolicy(horizon=args.horizon, privileged_key=args.privileged_key)
-    from omni_vla.runtime.policy import BundlePolicy
-
     if not args.bundle_dir:
         raise SystemExit("serve-openpi: --policy bundle needs --bundle-dir")
     return BundlePolicy(args.bundle_dir, backend=args.backend, threads=args.threads)

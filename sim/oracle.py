@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import mujoco
 import numpy as np
+
+from omni_vla_sim import tasks
+from omni_vla_sim.env import EnvConfig, PandaTaskEnv
+from omni_vla_sim.experts import APPROACH_Z, CLOSED, ScriptedExpert, Waypoint
 
 PRIVILEGED_KEY = "privileged/sim_state"
 STATE_ARRAYS = ("qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat")
@@ -47,16 +52,12 @@ class ExpertOraclePolicy:
                          "privileged_key": privileged_key, "control_hz": control_hz}
 
     def _environment(self, task: str) -> Any:
-        from omni_vla_sim.env import EnvConfig, PandaTaskEnv
-
         if self._env is None:
             self._env = PandaTaskEnv(task, EnvConfig(render=False, control_hz=self.control_hz))
         self._env.reset(0, task=task)  # same scene for every task: switches task, no model rebuild
         return self._env
 
     def _load_state(self, env: Any, state: dict) -> None:
-        import mujoco
-
         d = env.data
         for name in STATE_ARRAYS:
             target = getattr(d, name)
@@ -71,9 +72,10 @@ class ExpertOraclePolicy:
         d.time = float(state.get("time", 0.0))
         mujoco.mj_forward(env.model, d)
 
-    def infer(self, obs: dict) -> dict:
-        from omni_vla_sim.experts import ScriptedExpert
+    def reset(self) -> None:
+        """Stateless between requests: every request carries the whole simulator state."""
 
+    def infer(self, obs: dict) -> dict:
         state = obs.get(self.privileged_key)
         if not isinstance(state, dict):
             raise ValueError(f"the expert oracle needs {self.privileged_key!r} (a dict from oracle.sim_state) in the request")
@@ -98,9 +100,6 @@ def _xy(a: np.ndarray, b: np.ndarray) -> float:
 
 def resume_plan(env: Any, plan: list) -> list:
     """`plan` (fresh from make_plan) without the waypoints the state shows are already done."""
-    from omni_vla_sim import tasks
-    from omni_vla_sim.experts import APPROACH_Z, CLOSED, Waypoint
-
     w = env.world_state()
     grip = w.grip
     obj = env.task.grasped_object

@@ -18,6 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla_sim.agents import make_agent
+from omni_vla_sim.dataset import write_records
+from omni_vla_sim.eval import EvalSettings, episode_env
+from omni_vla_sim.experts import ScriptedExpert
+from omni_vla_sim.oracle import resume_plan
 from omni_vla_sim.tasks import get_task
 
 RECOVERY_SEED_BASE = 500_000  # after the demonstrations' seeds, below tasks.EVAL_SEED_BASE
@@ -53,27 +58,22 @@ def recover_one(args: tuple[str, int, str, int, str, str, str]) -> tuple[str, in
     task, seed, out_dir, image_size, backend, bundle, rule = args
     if rule not in HANDOVERS:
         raise ValueError(f"handover rule {rule!r}: expected one of {HANDOVERS}")
-    from omni_vla.openpi.oracle import resume_plan
-    from omni_vla_sim.collect import write_records
-    from omni_vla_sim.eval import EvalSettings, _env, _policy
-    from omni_vla_sim.experts import ScriptedExpert
-
     # Zero delay, as the recipe has always driven it (eval's defaults follow the node's one-tick delay).
     settings = EvalSettings(backend=backend, bundle_dir=Path(bundle), tasks=(task,), episodes=1, strategy="naive",
                             delay_ticks=0)
-    env = _env(settings, task)
+    env = episode_env(settings, task)
     obs = env.reset(seed, task=task)
     max_steps = env.task.max_steps
     latest = int(MAX_HANDOVER_FRACTION * max_steps)
     handover = random.Random(seed).randint(MIN_HANDOVER, latest) if rule == "random" else latest
     reason = "random" if rule == "random" else "timeout"
     watch = FailureWatch(task) if rule == "failure" else None
-    act, _ = _policy(settings, env, seed)
+    agent = make_agent(settings, env, seed)
     lo, hi = env._ctrl_lo, env._ctrl_hi
     hold = obs["qpos"].copy()
     tick = 0
     while tick < handover:
-        proposal = act(obs, tick)
+        proposal = agent.act(obs, tick)
         if proposal is not None:
             hold = np.clip(np.asarray(proposal, np.float64), lo, hi)
         obs, _, ok, _, _ = env.step(hold)

@@ -13,6 +13,9 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from omni_vla.cloud import ReplanConfig, Replanner
+from omni_vla_sim.oracle import sim_state
+
 WAIT_S = 15.0  # wall-clock cap on one reply in simulation (a hung server fails the episode's plans)
 
 
@@ -69,9 +72,6 @@ class SimTimeReplanner:
 
 def make_replanner(settings: Any, env: Any, clock: Any, stall: bool = True) -> SimTimeReplanner:
     """A Replanner on `settings.openpi_url` that sends the privileged sim state (for the oracle)."""
-    from omni_vla.cloud import ReplanConfig, Replanner
-    from omni_vla.openpi.oracle import sim_state
-
     period = 1.0 / env.config.control_hz
     cfg = ReplanConfig.model_validate({
         "enabled": True, "rate_hz": env.config.control_hz, "max_plan_age_s": 5.0, "network": "thread",
@@ -83,26 +83,3 @@ def make_replanner(settings: Any, env: Any, clock: Any, stall: bool = True) -> S
     })
     rp = Replanner(cfg, extras=lambda: {"privileged/sim_state": sim_state(env)}, clock=clock).start()
     return SimTimeReplanner(rp, math.ceil(settings.cloud_latency_ms / 1e3 / period - 1e-9))
-
-
-def remote_policy(settings: Any, env: Any, seed: int) -> Any:
-    """The whole policy in the cloud: ask for a plan whenever the current one is nearly spent."""
-    clock = {"now": 0.0}
-    srp = make_replanner(settings, env, lambda: clock["now"], stall=False)
-    plan = {"rows": np.zeros((0, 8)), "start": 0}
-
-    def act(obs: dict, tick: int) -> np.ndarray | None:
-        now = tick / env.config.control_hz
-        clock["now"] = now
-        left = plan["start"] + len(plan["rows"]) - tick
-        if left <= settings.execution_horizon and srp.release is None:
-            srp.request_plan("cloud policy")
-        srp.observe(obs, tick, now)
-        new = srp.poll(now, tick)
-        if new is not None:
-            plan["rows"], plan["start"] = np.array(new.actions), tick
-        i = tick - plan["start"]
-        return plan["rows"][i] if 0 <= i < len(plan["rows"]) else None
-
-    act.close = srp.close  # type: ignore[attr-defined]
-    return act

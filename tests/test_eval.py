@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_vla.core.settings import ControllerConfig, VlaNodeConfig, load_node_yaml
+from omni_vla.core.settings import LoopSettings, VlaNodeConfig, load_node_yaml
 from omni_vla_sim.eval import EvalSettings, evaluate, main
 from omni_vla_sim.report import comparable, wilson
 
@@ -147,8 +147,8 @@ def test_report_files_and_recorded_episodes_are_written(tmp_path: Path) -> None:
 
 
 def test_cloud_policy_over_the_openpi_protocol_runs_in_simulated_time() -> None:
-    from omni_vla.openpi.oracle import ExpertOraclePolicy
-    from omni_vla.openpi.server import PolicyServer
+    from omni_vla_sim.oracle import ExpertOraclePolicy
+    from omni_vla_sim.openpi_server import PolicyServer
 
     with PolicyServer(ExpertOraclePolicy(horizon=16)).thread() as st:
         s = EvalSettings(backend="openpi", openpi_url=st.uri, tasks=("touch_yellow",), episodes=2, image_size=64)
@@ -177,7 +177,7 @@ def test_backend_comparison_runs_each_runtime_on_the_same_seeds(tmp_path: Path, 
             assert np.abs(np.array(ours["actions"][:10]) - np.array(ref["actions"][:10])).max() < 1e-3
     assert "agree within 95% intervals" in (tmp_path / "comparison.md").read_text()
     # The CLI's defaults are the node's: eval measures what ships.
-    assert result["settings"]["execution_horizon"] == ControllerConfig().execution_horizon == 12
+    assert result["settings"]["execution_horizon"] == LoopSettings().execution_horizon == 12
     assert result["settings"]["noise_scale"] == 0.0
 
 

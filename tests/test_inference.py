@@ -268,11 +268,11 @@ def test_worker_that_cannot_load_fails_start_with_its_reason() -> None:
 
 # ---------------------------------------------------------------- controller on top of the worker
 def test_controller_holds_and_reports_while_worker_is_down_then_resumes() -> None:
-    from omni_vla.core.settings import ControllerConfig
+    from omni_vla.core.settings import LoopSettings
     from omni_vla.core.controller import Controller
 
     client = _worker("toy:latency=0.003", backoff_s=0.2)
-    ctl = Controller(ControllerConfig(rate_hz=100, execution_horizon=4), client)
+    ctl = Controller(LoopSettings(rate_hz=100, execution_horizon=4), client)
     img = np.zeros((64, 64, 3), np.uint8)
     o = {"front": img, "wrist": img, "qpos": np.zeros(D), "qvel": np.zeros(D), "instruction": "pick"}
     log: list[tuple[float, bool, str, str]] = []
@@ -310,10 +310,10 @@ def test_controller_holds_and_reports_while_worker_is_down_then_resumes() -> Non
 
 
 def test_controller_with_unknown_instruction_holds_with_the_reason() -> None:
-    from omni_vla.core.settings import ControllerConfig
+    from omni_vla.core.settings import LoopSettings
     from omni_vla.core.controller import Controller
 
-    ctl = Controller(ControllerConfig(), SyncInference(ToyRuntime()))
+    ctl = Controller(LoopSettings(), SyncInference(ToyRuntime()))
     img = np.zeros((64, 64, 3), np.uint8)
     o = {"front": img, "wrist": img, "qpos": np.zeros(D), "qvel": np.zeros(D), "instruction": "unknown task"}
     assert ctl.step(o, 0) is None

@@ -11,7 +11,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from omni_vla.core.settings import ControllerConfig
+from omni_vla.core.settings import LoopSettings
 from omni_vla.core.controller import Controller
 from omni_vla.inference.client import SyncInference
 from omni_vla.core.loop import ManualClock, Scheduler
@@ -23,7 +23,7 @@ PERIOD = 0.05
 def make(strategy: str = "rtc", delay: int = 2, s: int = 4, **cfg) -> tuple[Controller, ToyRuntime]:
     rt = ToyRuntime(record=True)
     inf = SyncInference(rt, delay_ticks=delay, period_s=PERIOD)
-    return Controller(ControllerConfig(strategy=strategy, execution_horizon=s, rate_hz=1 / PERIOD, **cfg), inf), rt
+    return Controller(LoopSettings(strategy=strategy, execution_horizon=s, rate_hz=1 / PERIOD, **cfg), inf), rt
 
 
 def obs(q: float = 0.0, instruction: str | None = "pick up the cube", size: int = 128) -> dict:
@@ -165,15 +165,15 @@ def test_no_instruction_means_no_command() -> None:
 def test_configuration_errors_are_explicit() -> None:
     rt = ToyRuntime()
     with pytest.raises(ValueError, match="3 joint_names .* 8 actions"):
-        Controller(ControllerConfig(joint_names=["a", "b", "c"]), SyncInference(rt))
+        Controller(LoopSettings(joint_names=["a", "b", "c"]), SyncInference(rt))
     with pytest.raises(ValueError, match="execution_horizon 17 must be in 1..H=16"):
-        Controller(ControllerConfig(execution_horizon=17), SyncInference(rt))
+        Controller(LoopSettings(execution_horizon=17), SyncInference(rt))
 
 
 @pytest.mark.parametrize("strategy", ["rtc", "average", "naive"])
 def test_tick_path_allocates_nothing_after_warm_up(strategy: str) -> None:
     rt = ToyRuntime()
-    ctl = Controller(ControllerConfig(strategy=strategy, execution_horizon=4), SyncInference(rt, 2, PERIOD))
+    ctl = Controller(LoopSettings(strategy=strategy, execution_horizon=4), SyncInference(rt, 2, PERIOD))
     o = obs(0.3)
     stamps = {"front": 0.0, "wrist": 0.0, "joints": 0.0}
     o["stamps"] = stamps
@@ -212,14 +212,14 @@ def test_scheduler_drives_controller_one_command_per_tick_on_a_fake_clock() -> N
 
 def test_cloud_plan_longer_than_a_chunk_runs_whole_then_local_chunks_resume() -> None:
     from omni_vla.cloud.replanner import Replanner
-    from omni_vla.openpi.server import PolicyServer
+    from omni_vla_sim.openpi_server import PolicyServer
     from test_openpi_reliability import RampPolicy, config
 
     with PolicyServer(RampPolicy(horizon=32)).thread() as st:
         rp = Replanner(config(st.uri, max_plan_age_s=60.0), clock=lambda: 0.0).start()
         try:
             rt = ToyRuntime()
-            ctl = Controller(ControllerConfig(strategy="rtc", execution_horizon=4, rate_hz=1 / PERIOD),
+            ctl = Controller(LoopSettings(strategy="rtc", execution_horizon=4, rate_hz=1 / PERIOD),
                              SyncInference(rt, delay_ticks=0, period_s=PERIOD), replanner=rp)
             run(ctl, range(5), lambda t: 1.0)
             rp.request_plan("operator")

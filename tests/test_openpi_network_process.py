@@ -15,7 +15,7 @@ import pytest
 
 from omni_vla.cloud.hosts import FrameSlots
 from omni_vla.cloud.replanner import Replanner
-from omni_vla.openpi.server import PolicyServer
+from omni_vla_sim.openpi_server import PolicyServer
 from test_openpi_reliability import Tick, config, make_obs, ramp_server, wait_for  # noqa: F401
 
 TICK_PROCESS = r"""
@@ -83,6 +83,11 @@ def test_close_stops_the_network_process_and_its_threads(ramp_server):
 
 class FrontMeanPolicy:
     """Every action = the mean of the front image it was sent: shows which frame reached the server."""
+
+    metadata = {"action_horizon": 20, "action_dim": 8}
+
+    def reset(self) -> None:
+        pass
 
     def infer(self, obs: dict) -> dict:
         return {"actions": np.full((20, 8), float(np.mean(obs["observation/image"])))}

@@ -19,7 +19,7 @@ from omni_vla.cloud import codec
 from omni_vla.cloud.config import ReplanConfig
 from omni_vla.cloud.plan import PlanRejected, validate_actions
 from omni_vla.cloud.replanner import Replanner
-from omni_vla.openpi.server import PolicyServer, ServerThread
+from omni_vla_sim.openpi_server import PolicyServer, ServerThread
 
 D = 8
 PERIOD = 0.05
@@ -30,6 +30,10 @@ class RampPolicy:
 
     def __init__(self, horizon: int = 20, fail_first: int = 0) -> None:
         self.horizon, self.fail_first, self.calls = horizon, fail_first, 0
+        self.metadata = {"action_horizon": horizon, "action_dim": 8}
+
+    def reset(self) -> None:
+        pass
 
     def infer(self, obs: dict) -> dict:
         self.calls += 1

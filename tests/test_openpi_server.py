@@ -16,7 +16,7 @@ from websockets.sync.client import connect
 
 from omni_vla.cloud import codec
 from omni_vla.cloud.replanner import Replanner
-from omni_vla.openpi.server import PolicyServer, main as serve_main
+from omni_vla_sim.openpi_server import PolicyServer, main as serve_main
 from test_openpi_reliability import RampPolicy, config, free_port, make_obs, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def env():
 
 
 def test_oracle_plan_is_the_expert_rollout_from_the_sent_state(env):
-    from omni_vla.openpi.oracle import ExpertOraclePolicy, sim_state
+    from omni_vla_sim.oracle import ExpertOraclePolicy, sim_state
     from omni_vla_sim.experts import ScriptedExpert
 
     env.reset(1_000_003, task="pick_red")
@@ -139,7 +139,7 @@ def test_oracle_plan_is_the_expert_rollout_from_the_sent_state(env):
 
 
 def test_oracle_refuses_requests_without_a_usable_sim_state(env):
-    from omni_vla.openpi.oracle import ExpertOraclePolicy, sim_state
+    from omni_vla_sim.oracle import ExpertOraclePolicy, sim_state
 
     oracle = ExpertOraclePolicy(horizon=4)
     with pytest.raises(ValueError, match="privileged/sim_state"):
@@ -152,7 +152,7 @@ def test_oracle_refuses_requests_without_a_usable_sim_state(env):
 
 def test_oracle_over_the_protocol_solves_a_task_with_300ms_latency(env):
     """Re-plan every 8 ticks; each plan arrives 6 ticks (300 ms) after its observation, time-aligned."""
-    from omni_vla.openpi.oracle import ExpertOraclePolicy, sim_state
+    from omni_vla_sim.oracle import ExpertOraclePolicy, sim_state
 
     delay = 6
     with PolicyServer(ExpertOraclePolicy(horizon=16), latency_s=0.3).thread() as st:
@@ -182,7 +182,7 @@ def test_serve_openpi_main_runs_the_oracle_server_until_signalled(tmp_path):
     port = free_port()
     env_vars = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                 "OPENPI_TEST_KEY": "k"}
-    proc = subprocess.Popen([PYTHON, "-c", "import sys; from omni_vla.openpi.server import main; sys.exit(main(sys.argv[1:]))",
+    proc = subprocess.Popen([PYTHON, "-c", "import sys; from omni_vla_sim.openpi_server import main; sys.exit(main(sys.argv[1:]))",
                              "--port", str(port), "--latency-ms", "50", "--horizon", "4", "--api-key-env", "OPENPI_TEST_KEY"],
                             env=env_vars, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

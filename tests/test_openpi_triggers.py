@@ -9,7 +9,7 @@ import pytest
 
 from omni_vla.cloud.config import ReplanConfig, load_replan_config
 from omni_vla.cloud.replanner import Replanner
-from omni_vla.openpi.server import PolicyServer
+from omni_vla_sim.openpi_server import PolicyServer
 from test_openpi_reliability import PERIOD, RampPolicy, config, make_obs, wait_for
 
 REPO_CONFIG = __import__("pathlib").Path(__file__).resolve().parents[1] / "config" / "openpi.yaml"

@@ -5,7 +5,7 @@ import logging
 
 import numpy as np
 
-from omni_vla.openpi.server import PolicyServer
+from omni_vla_sim.openpi_server import PolicyServer
 from omni_vla.cloud.replanner import Replanner
 from test_openpi_reliability import RampPolicy, Tick, config, make_obs, wait_for
 

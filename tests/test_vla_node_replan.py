@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from omni_vla.openpi.server import PolicyServer
+from omni_vla_sim.openpi_server import PolicyServer
 from rosutil import REPO, run_against_node
 from test_vla_node import INSTRUCTION, JOINTS, image_msg
 from test_inference import tiny_bundle
@@ -25,9 +25,14 @@ PLAN = np.array([0.2, -0.5, 0.1, -2.0, 0.05, 1.7, 0.6, 0.03])
 class PosePolicy:
     """Always the same pose, 32 rows (longer than the local chunk: it runs whole); counts requests."""
 
+    metadata = {"action_horizon": 32, "action_dim": 8}
+
     def __init__(self) -> None:
         self.requests = 0
         self.lock = threading.Lock()
+
+    def reset(self) -> None:
+        pass
 
     def infer(self, obs: dict) -> dict:
         with self.lock:

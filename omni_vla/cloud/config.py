@@ -12,28 +12,14 @@ from typing import Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from omni_vla.policy import KeyMap
+
 Protocol = Literal["openpi", "vllm-omni"]
 Scalar = Union[str, int, float, bool]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class KeyMap(_Strict):
-    """Request keys for each observation part (openpi's LIBERO/DROID-style names by default)."""
-
-    front: str = Field("observation/image", min_length=1)
-    wrist: str = Field("observation/wrist_image", min_length=1)
-    state: str = Field("observation/state", min_length=1)
-    prompt: str = Field("prompt", min_length=1)
-
-    @model_validator(mode="after")
-    def _distinct(self) -> "KeyMap":
-        keys = [self.front, self.wrist, self.state, self.prompt]
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"request keys must be distinct, got {keys}")
-        return self
 
 
 class ClientConfig(_Strict):

@@ -23,8 +23,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from omni_vla.chunking import ChunkQueue, rtc_prefix
-from omni_vla.core.settings import ControllerConfig
-from omni_vla.inference.client import InferenceClient
+from omni_vla.core.settings import LoopSettings
+from omni_vla.core.ports import InferenceClient
 from omni_vla.core.perception import ImageRejected, PolicyImage
 
 OK, WAITING, ERROR = "OK", "WAITING", "ERROR"
@@ -33,7 +33,7 @@ OK, WAITING, ERROR = "OK", "WAITING", "ERROR"
 class Controller:
     """Turns observations into one command per tick from asynchronously computed action chunks."""
 
-    def __init__(self, config: ControllerConfig, inference: InferenceClient, replanner: Any = None) -> None:
+    def __init__(self, config: LoopSettings, inference: InferenceClient, replanner: Any = None) -> None:
         """`replanner`: optional omni_vla.cloud.Replanner; its validated cloud plans are spliced in."""
         h, d = inference.horizon, inference.action_dim
         if len(config.joint_names) != d:

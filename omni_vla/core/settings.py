@@ -1,24 +1,29 @@
-"""Validated settings for the control core and vla_node.
+"""Validated settings of the assembled loop and of vla_node: one model, read from config/vla_node.yaml.
 
-One pydantic model per concern: ControllerConfig is everything the ROS-free core needs (node, sim
-demo and evaluation share it); VlaNodeConfig adds what only the ROS node needs. ROS parameters are
-flat ("topics.front_image"), so `from_ros_parameters` rebuilds the nesting before validating.
+`LoopSettings` is what the ROS-free loop is (rate, chunk splicing, observation age, sampling); the node,
+the evaluation suite and the loop benchmark all build their loop from it (omni_vla.assembly), and the
+suite takes its defaults from the node's parameter file, so every default lives here once.
+`WorkerSettings` is how the inference worker process is supervised; `VlaNodeConfig` adds the bundle,
+backend and ROS wiring. ROS parameters are flat ("topics.front_image"), so `from_ros_parameters`
+rebuilds the nesting before validating.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omni_vla import JOINT_NAMES
 
-Strategy = Literal["rtc", "average", "naive"]
-Backend = Literal["executorch", "mnn"]
+Strategy = Literal["naive", "average", "rtc"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+RuntimeBackend = Literal["executorch", "mnn"]
+RUNTIME_BACKENDS: tuple[str, ...] = get_args(RuntimeBackend)
 
 
-class ControllerConfig(BaseModel):
+class LoopSettings(BaseModel):
     """How the fixed-rate loop turns observations and action chunks into one command per tick."""
 
     model_config = ConfigDict(extra="forbid")
@@ -33,10 +38,9 @@ class ControllerConfig(BaseModel):
     max_obs_age_s: float = Field(0.5, gt=0, description="older camera/joint data -> no command, ERROR")
     average_old_weight: float = Field(0.3, ge=0, le=1, description="weight of the old chunk on the overlap ('average')")
     latency_window: int = Field(32, ge=1, le=4096, description="recent inference latencies kept for the p95 delay")
-    inference_timeout_s: float = Field(1.0, gt=0, description="a request unanswered this long means a hung worker")
-    startup_timeout_s: float = Field(60.0, gt=0, description="worker load + warm-up budget")
-    restart_backoff_s: float = Field(0.5, gt=0, description="first worker restart delay, doubled per failure")
-    restart_backoff_max_s: float = Field(10.0, gt=0, description="cap of the restart delay")
+    noise_scale: float = Field(
+        0.0, ge=0.0, le=1.0, description="flow sampling temperature: initial noise N(0, s^2); 0 = deterministic chunks"
+    )
     joint_names: list[str] = Field(default_factory=lambda: list(JOINT_NAMES), min_length=1)
 
     @field_validator("joint_names")
@@ -54,6 +58,17 @@ class ControllerConfig(BaseModel):
         return 1.0 / self.rate_hz
 
 
+class WorkerSettings(BaseModel):
+    """How the inference worker process is watched and restarted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inference_timeout_s: float = Field(1.0, gt=0, description="a request unanswered this long means a hung worker")
+    startup_timeout_s: float = Field(60.0, gt=0, description="worker load + warm-up budget")
+    restart_backoff_s: float = Field(0.5, gt=0, description="first worker restart delay, doubled per failure")
+    restart_backoff_max_s: float = Field(10.0, gt=0, description="cap of the restart delay")
+
+
 class TopicsConfig(BaseModel):
     """Topic names (all remappable); defaults are the topics in README.md (Running on a robot)."""
 
@@ -69,15 +84,12 @@ class TopicsConfig(BaseModel):
     request_plan_service: str = "/omni_vla/request_plan"  # std_srvs/Trigger: the same, as a service
 
 
-class VlaNodeConfig(ControllerConfig):
-    """vla_node parameters: the core's settings plus bundle, backend and ROS wiring."""
+class VlaNodeConfig(LoopSettings, WorkerSettings):
+    """vla_node parameters: the loop's and the worker's settings plus bundle, backend and ROS wiring."""
 
     bundle_dir: Path = Field(..., description="exported policy bundle directory")
-    backend: Backend = "mnn"
+    backend: RuntimeBackend = "mnn"
     threads: int = Field(1, ge=1, le=64, description="runtime threads (leave a core to the loop)")
-    noise_scale: float = Field(
-        0.0, ge=0.0, le=1.0, description="flow sampling temperature: initial noise N(0, s^2); 0 = deterministic chunks"
-    )
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     compressed_images: bool = Field(False, description="subscribe <image topic>/compressed (sensor_msgs/CompressedImage)")
     autostart: bool = Field(False, description="configure + activate at start (no lifecycle manager needed)")
@@ -97,9 +109,12 @@ class VlaNodeConfig(ControllerConfig):
             raise ValueError("bundle_dir is empty: set it to an exported bundle directory")
         return self
 
-    def controller(self) -> ControllerConfig:
-        """The ROS-free part, for the core."""
-        return ControllerConfig(**{k: getattr(self, k) for k in ControllerConfig.model_fields})
+    def loop(self) -> LoopSettings:
+        """The ROS-free part: what the assembled loop is."""
+        return LoopSettings(**{k: getattr(self, k) for k in LoopSettings.model_fields})
+
+    def worker(self) -> WorkerSettings:
+        return WorkerSettings(**{k: getattr(self, k) for k in WorkerSettings.model_fields})
 
     @classmethod
     def from_ros_parameters(cls, flat: dict[str, Any]) -> "VlaNodeConfig":
@@ -114,16 +129,21 @@ class VlaNodeConfig(ControllerConfig):
         return cls.model_validate(nested)
 
 
-def flatten(model: BaseModel) -> dict[str, Any]:
-    """Model -> flat ROS parameter dict (paths as strings, lists kept)."""
+def flat_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """Nested parameters -> flat ROS names ("topics.front_image"), paths as strings, lists kept."""
     out: dict[str, Any] = {}
-    for key, value in model.model_dump().items():
+    for key, value in params.items():
         if isinstance(value, dict):
             for sub, v in value.items():
                 out[f"{key}.{sub}"] = v
         else:
             out[key] = str(value) if isinstance(value, Path) else value
     return out
+
+
+def flatten(model: BaseModel) -> dict[str, Any]:
+    """Model -> flat ROS parameter dict."""
+    return flat_parameters(model.model_dump())
 
 
 def load_node_yaml(path: str | Path, node_name: str = "vla_node") -> dict[str, Any]:
@@ -133,11 +153,9 @@ def load_node_yaml(path: str | Path, node_name: str = "vla_node") -> dict[str, A
         params = data[node_name]["ros__parameters"]
     except (KeyError, TypeError):
         raise ValueError(f"{path}: no '{node_name}: ros__parameters:' section") from None
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        if isinstance(value, dict):
-            for sub, v in value.items():
-                flat[f"{key}.{sub}"] = v
-        else:
-            flat[key] = value
-    return flat
+    return flat_parameters(params)
+
+
+def node_settings(path: str | Path) -> VlaNodeConfig:
+    """vla_node's validated settings from its parameter file: what the robot runs, for eval and bench too."""
+    return VlaNodeConfig.from_ros_parameters(load_node_yaml(path))

@@ -18,14 +18,20 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
+
+__all__ = ["ChunkResult", "InferenceClient", "RuntimeInputs", "SyncInference", "open_runtime"]
 
 RuntimeFactory = Callable[[str, str, int], PolicyRuntime]
 """(backend, bundle_dir, threads) -> a loaded, warmed runtime. Must be a module-level function (it is
 pickled by reference into the worker process)."""
 
 
-_BACKENDS = {"mnn": ("omni_vla.runtime.mnn", "MNNRuntime"), "executorch": ("omni_vla.runtime.executorch", "ExecuTorchRuntime")}
+# Imported by name when asked for: ExecuTorch's runtime imports torch, and the eager PyTorch reference
+# lives with the training code (never on the robot: vla_node's settings allow only executorch and mnn).
+_BACKENDS = {"mnn": ("omni_vla.runtime.mnn", "MNNRuntime"), "executorch": ("omni_vla.runtime.executorch", "ExecuTorchRuntime"),
+             "torch": ("omni_vla_policies.torch_runtime", "TorchRuntime")}
 
 
 def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
@@ -41,50 +47,10 @@ def instruction_error(text: str, exc: BaseException) -> str:
     return f"cannot use instruction {text!r}: {detail}"
 
 
-class ChunkResult:
-    """The newest finished chunk; one instance per client, reused (no allocation per chunk)."""
-
-    __slots__ = ("request_tick", "actions", "latency_s")
-
-    def __init__(self, actions: np.ndarray) -> None:
-        self.request_tick = 0
-        self.actions = actions  # float32 [H, D], valid until the next submit
-        self.latency_s = 0.0  # from the request's tick time to the result being ready
-
-
-class InferenceClient(Protocol):
-    backend: str
-    horizon: int
-    action_dim: int
-    max_prefix: int
-    image_size: int
-    embedding_dim: int
-    front: np.ndarray  # float32 [1, 3, S, S]
-    wrist: np.ndarray
-    state: np.ndarray  # float32 [1, D]
-    prefix: np.ndarray  # float32 [1, H, D]
-
-    @property
-    def busy(self) -> bool: ...
-
-    @property
-    def healthy(self) -> bool: ...
-
-    @property
-    def reason(self) -> str: ...
-
-    def set_instruction(self, text: str) -> None: ...
-
-    def submit(self, tick: int, prefix_len: int, now: float) -> None: ...
-
-    def poll(self, tick: int, now: float) -> ChunkResult | None: ...
-
-    def close(self) -> None: ...
-
-
 def copy_runtime_shape(dst: object, rt: PolicyRuntime) -> None:
     for name in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
         setattr(dst, name, getattr(rt, name))
+    dst.joint_names = list(getattr(rt, "joint_names", None) or [])  # type: ignore[attr-defined]
 
 
 def checked_noise_scale(scale: float) -> float:

@@ -1,4 +1,4 @@
-"""An exported policy bundle as an OpenPI server policy (the same runtime the robot runs locally).
+"""An exported policy bundle as a `omni_vla.policy.Policy` (the same runtime the robot runs locally).
 
 Reads the request's images/state/prompt under the configured keys, runs one full inference
 (no pinned prefix: a cloud re-plan starts fresh) and returns {"actions": float32 [H, D]}.
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from omni_vla.cloud.config import KeyMap
 from omni_vla.core.perception import PolicyImage
+from omni_vla.inference.client import RuntimeInputs, open_runtime
+from omni_vla.policy import KeyMap
 
 
 class BundlePolicy:
     def __init__(self, bundle_dir: str, backend: str = "mnn", threads: int = 1, keys: KeyMap | None = None,
                  seed: int = 0) -> None:
-        from omni_vla.inference.client import RuntimeInputs, open_runtime
-
         self.keys = keys or KeyMap()
         self.runtime = open_runtime(backend, str(bundle_dir), threads)
         self.inputs = RuntimeInputs(self.runtime, seed)
@@ -24,6 +23,9 @@ class BundlePolicy:
         self._front_img, self._wrist_img = PolicyImage(self.runtime.image_size), PolicyImage(self.runtime.image_size)
         self._prompt: str | None = None
         self.metadata = {"policy": "bundle", "backend": backend, "action_horizon": h, "action_dim": d}
+
+    def reset(self) -> None:
+        """No episode state beyond the cached instruction embedding, which stays valid."""
 
     def infer(self, obs: dict) -> dict:
         k, x = self.keys, self.inputs

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla.core.settings import WorkerSettings
 from omni_vla.inference.client import (
     ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime,
 )
@@ -163,6 +164,14 @@ class ProcessInference:
         self.restarts = 0
         self.last_infer_s = 0.0
         self._result: ChunkResult | None = None
+
+    @classmethod
+    def from_settings(cls, backend: str, bundle_dir: str, threads: int, worker: WorkerSettings,
+                      factory: RuntimeFactory = open_runtime, noise_scale: float = 1.0) -> "ProcessInference":
+        """A client supervised as `worker` says (timeouts and restart backoff from the node's settings)."""
+        return cls(backend, bundle_dir, threads, factory=factory, timeout_s=worker.inference_timeout_s,
+                   startup_timeout_s=worker.startup_timeout_s, backoff_s=worker.restart_backoff_s,
+                   backoff_max_s=worker.restart_backoff_max_s, noise_scale=noise_scale)
 
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "ProcessInference":

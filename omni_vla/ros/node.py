@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any
 
+import cv2
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
@@ -29,15 +30,17 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from omni_vla.core.settings import VlaNodeConfig, flatten
-from omni_vla.core.controller import Controller
-from omni_vla.inference.client import RuntimeFactory, open_runtime
-from omni_vla.ros.interrupt import SigintFlag
-from omni_vla.core.loop import Scheduler
 from omni_vla.cloud import Replanner
+from omni_vla.core.assembly import Loop, build_loop
+from omni_vla.core.controller import Controller
+from omni_vla.core.loop import Scheduler
 from omni_vla.core.perception import ENCODINGS, ImageRejected, JointStateRejected, ObservationStore
-from omni_vla.ros.replan_io import ReplanIO, open_replanner
+from omni_vla.core.settings import VlaNodeConfig, flatten
+from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
+from omni_vla.ros.interrupt import SigintFlag
+from omni_vla.ros.replan_io import ReplanIO, open_replanner
+from omni_vla.runtime.bundle import BundleError, read_manifest
 
 NODE_NAME = "vla_node"
 _LEVEL = {"OK": DiagnosticStatus.OK, "WAITING": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR}
@@ -82,6 +85,7 @@ class VlaNode(Node):
             self._param_names.append(name)
         self.cfg: VlaNodeConfig | None = None
         self.inference: ProcessInference | None = None
+        self.loop: Loop | None = None
         self.controller: Controller | None = None
         self.replanner: Replanner | None = None
         self.replan_io: ReplanIO | None = None
@@ -108,23 +112,23 @@ class VlaNode(Node):
         try:
             flat = {n: self.get_parameter(n).value for n in self._param_names}
             cfg = VlaNodeConfig.from_ros_parameters(flat)
-            self._check_joint_names(cfg)
+            read_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker is spawned
+        except BundleError as exc:
+            log.error(f"configure failed: bad bundle: {exc}")
+            return TransitionCallbackReturn.FAILURE
         except (ValidationError, ValueError) as exc:
             log.error(f"configure failed: invalid parameters: {exc}")
             return TransitionCallbackReturn.FAILURE
         try:
-            inference = ProcessInference(
-                cfg.backend, str(cfg.bundle_dir), cfg.threads, factory=self._runtime_factory, timeout_s=cfg.inference_timeout_s,
-                startup_timeout_s=cfg.startup_timeout_s, backoff_s=cfg.restart_backoff_s,
-                backoff_max_s=cfg.restart_backoff_max_s, noise_scale=cfg.noise_scale,
-            ).start()
+            inference = ProcessInference.from_settings(cfg.backend, str(cfg.bundle_dir), cfg.threads, cfg.worker(),
+                                                       factory=self._runtime_factory, noise_scale=cfg.noise_scale).start()
         except Exception as exc:
             log.error(f"configure failed: cannot start the {cfg.backend} runtime for {cfg.bundle_dir}: {exc}")
             return TransitionCallbackReturn.FAILURE
         replanner = None
         try:
             replanner = open_replanner(cfg)
-            self.controller = Controller(cfg.controller(), inference, replanner=replanner)
+            self.loop = build_loop(cfg.loop(), inference, replanner=replanner)
         except (ValidationError, ValueError, OSError) as exc:
             inference.close()
             if replanner is not None:
@@ -132,7 +136,7 @@ class VlaNode(Node):
             log.error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
         self.cfg, self.inference, self.replanner = cfg, inference, replanner
-        self.store = ObservationStore(cfg.joint_names)
+        self.controller, self.store = self.loop.controller, self.loop.store
         self._make_io(cfg)
         if replanner is not None:
             self.replan_io = ReplanIO(self, cfg, replanner)
@@ -186,7 +190,7 @@ class VlaNode(Node):
             self.replanner.close()
         if self.inference is not None:
             self.inference.close()
-        self.inference = self.controller = self.scheduler = self.replanner = self.replan_io = None
+        self.inference = self.controller = self.scheduler = self.replanner = self.replan_io = self.loop = None
 
     def _stop_loop(self) -> None:
         self._active = False
@@ -195,20 +199,6 @@ class VlaNode(Node):
         if self._thread is not None:
             self._thread.join(5.0)
             self._thread = None
-
-    def _check_joint_names(self, cfg: VlaNodeConfig) -> None:
-        """Unknown joint names fail configure, naming them and the bundle's joints."""
-        from omni_vla.runtime.bundle import BundleError, read_manifest  # torch-free
-
-        try:
-            known = list(read_manifest(cfg.bundle_dir).joint_names)
-        except BundleError as exc:
-            raise ValueError(f"bad bundle: {exc}") from None
-        unknown = [n for n in cfg.joint_names if n not in known]
-        if unknown:
-            raise ValueError(f"unknown joint names {unknown}; the policy's joints are {known}")
-        if len(cfg.joint_names) != len(known):
-            raise ValueError(f"joint_names lists {len(cfg.joint_names)} joints, the policy has {len(known)}: {known}")
 
     # ----- ROS interfaces --------------------------------------------------------------------
     def _make_io(self, cfg: VlaNodeConfig) -> None:
@@ -251,8 +241,6 @@ class VlaNode(Node):
             self._reject("images", exc)
 
     def _on_compressed(self, camera: str, msg: CompressedImage) -> None:
-        import cv2
-
         img = cv2.imdecode(np.frombuffer(msg.data, np.uint8), cv2.IMREAD_COLOR)
         try:
             if img is None:
@@ -280,16 +268,15 @@ class VlaNode(Node):
             self.get_logger().error(f"tick {k} failed, not commanding: {exc!r}", throttle_duration_sec=1.0)
 
     def _step(self, k: int, t: float) -> None:
-        ctl, store = self.controller, self.store
-        if ctl is None or store is None or not self._active:
+        loop = self.loop
+        if loop is None or not self._active:
             return
-        with store.lock:
-            action = ctl.step(store.obs, k, t)
-            if action is not None:
-                np.copyto(self._positions, action)
+        action = loop.tick(k, t)
         if action is not None:
+            np.copyto(self._positions, action)
             self._cmd.header.stamp = self.get_clock().now().to_msg()
             self._cmd_pub.publish(self._cmd)
+        ctl = loop.controller
         if ctl.state != self._last_status[0] or ctl.reason != self._last_status[1]:
             self._last_status = (ctl.state, ctl.reason)
             self._log_status(ctl.state, ctl.reason)

@@ -1,0 +1,69 @@
+"""The one assembly of the loop: settings + an inference client (+ a re-planner) -> `Loop`.
+
+vla_node, the evaluation suite and the loop benchmark all call `build_loop`, so the same checks
+(the policy's joints against the settings', the execution horizon against the chunk length) and
+the same tick run everywhere; what differs is only the inference client each passes in
+(a worker process on the robot, a synchronous simulated-time client in evaluation) and who calls
+the tick (the real-time Scheduler, or the simulator's clock).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from omni_vla.core.controller import Controller
+from omni_vla.core.perception import ObservationStore
+from omni_vla.core.ports import InferenceClient
+from omni_vla.core.settings import LoopSettings
+
+
+class Loop:
+    """Controller + observation store + one preallocated command; `tick` is the lock-step tick."""
+
+    def __init__(self, settings: LoopSettings, inference: InferenceClient, replanner: Any = None) -> None:
+        self.settings = settings
+        self.inference = inference
+        self.replanner = replanner
+        self.controller = Controller(settings, inference, replanner=replanner)
+        self.store = ObservationStore(settings.joint_names)
+        self.command = np.zeros(len(settings.joint_names), np.float64)
+        self.commands = 0
+
+    def tick(self, k: int, t: float) -> np.ndarray | None:
+        """Real time: the newest observation, read under the store's lock (callbacks write it)."""
+        with self.store.lock:
+            return self.step(self.store.obs, k, t)
+
+    def step(self, obs: dict, k: int, t: float | None = None) -> np.ndarray | None:
+        """One tick on `obs`: the command (the loop's reused buffer) or None (hold, see controller.reason)."""
+        action = self.controller.step(obs, k, t)
+        if action is None:
+            return None
+        np.copyto(self.command, action)
+        self.commands += 1
+        return self.command
+
+    def close(self) -> None:
+        """Stop the re-planner and the inference client (idempotent in both)."""
+        if self.replanner is not None:
+            self.replanner.close()
+        self.inference.close()
+
+
+def check_joint_names(settings: LoopSettings, policy_joints: list[str]) -> None:
+    """The settings' joints must be exactly the policy's (any order is not enough: it is the action order)."""
+    if not policy_joints:
+        return  # a runtime that does not name its joints (test doubles): the action count is still checked
+    unknown = [n for n in settings.joint_names if n not in policy_joints]
+    if unknown:
+        raise ValueError(f"unknown joint names {unknown}; the policy's joints are {policy_joints}")
+    if list(settings.joint_names) != list(policy_joints):
+        raise ValueError(f"joint_names {settings.joint_names} must list the policy's joints in its order: "
+                         f"{policy_joints}")
+
+
+def build_loop(settings: LoopSettings, inference: InferenceClient, replanner: Any = None) -> Loop:
+    """The assembled loop; refuses joints, horizons or shapes that do not fit the policy."""
+    check_joint_names(settings, list(getattr(inference, "joint_names", None) or []))
+    return Loop(settings, inference, replanner)
