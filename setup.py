@@ -46,6 +46,7 @@ setup(
     # --symlink-install only handles first-level package_dir entries.
     packages=[
         "omni_vla", "omni_vla.core", "omni_vla.runtime", "omni_vla.inference", "omni_vla.cloud", "omni_vla.ros",
+        "omni_vla.tools",
         "omni_vla_safety", "omni_vla_sim", "omni_vla_policies",
     ],
     package_dir={
@@ -73,7 +74,7 @@ setup(
             "vla_node = omni_vla.ros.node:main",
             "safety_supervisor = omni_vla_safety.node:main",
             "sim_node = omni_vla_sim.node:main",
-            "omni-vla = omni_vla.cli:main",
+            "omni-vla = omni_vla.tools.cli:main",
         ],
     },
 )

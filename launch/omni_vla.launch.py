@@ -8,7 +8,7 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
-from omni_vla.graph import ROBOT_NODES
+from omni_vla.ros.graph import ROBOT_NODES
 
 
 def node_actions(specs):

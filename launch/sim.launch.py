@@ -5,7 +5,7 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
-from omni_vla.graph import SIM_NODES
+from omni_vla.ros.graph import SIM_NODES
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -1,6 +1,6 @@
 """Scripted experts closed-loop on every task, headless: success per task and an mp4 each.
 
-The pre-policy README demo; the VLA demo (omni_vla.demo) replaces it once a bundle ships.
+The pre-policy README demo; the VLA demo (omni_vla_sim.demo) replaces it once a bundle ships.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_bench_graph_reports_both_command_streams_and_the_supervisor_tick() -> None:
     if not (REPO / "bundles" / "reference" / "manifest.json").is_file():
         pytest.skip("no shipped bundle")
-    proc = subprocess.run([sys.executable, "-m", "omni_vla.cli", "bench", "graph", "--json", "--duration", "3",
+    proc = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "graph", "--json", "--duration", "3",
                            "--warmup", "1", "--startup-timeout", "30"],
                           cwd=REPO, capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -15,7 +15,7 @@ from test_inference import tiny_bundle
 @pytest.mark.slow
 def test_cloud_runs_are_interleaved_with_local_ones_and_really_splice_plans(tmp_path_factory) -> None:
     bundle = tiny_bundle(tmp_path_factory)
-    cmd = [sys.executable, "-m", "omni_vla.bench_loop", "--bundle", str(bundle), "--backends", "mnn",
+    cmd = [sys.executable, "-m", "omni_vla.tools.bench_loop", "--bundle", str(bundle), "--backends", "mnn",
            "--rates", "50", "--ticks", "150", "--rounds", "2", "--heap-ticks", "50", "--no-cold-start", "--rt-priority", "0",
            "--cloud", "--cloud-latency-ms", "100", "--replan-cadence", "0.5",
            "--cloud-network", "process,thread", "--json"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omni_vla.chunking import ChunkQueue, rtc_prefix
+from omni_vla.core.chunking import ChunkQueue, rtc_prefix
 
 H, D = 16, 8
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omni_vla.chunking import STRATEGIES, ChunkQueue, rtc_prefix
+from omni_vla.core.chunking import STRATEGIES, ChunkQueue, rtc_prefix
 
 H, D = 8, 3
 

@@ -17,7 +17,7 @@ BUNDLE = REPO / "bundles" / "reference"
 def test_demo_runs_the_graph_with_the_shipped_bundle_and_reports(tmp_path: Path) -> None:
     assert (BUNDLE / "manifest.json").is_file(), "the trained bundle must ship with the repository"
     result = subprocess.run(
-        [sys.executable, "-m", "omni_vla.demo", "--episodes", "1", "--tasks", "touch_yellow", "--out", str(tmp_path)],
+        [sys.executable, "-m", "omni_vla_sim.demo", "--episodes", "1", "--tasks", "touch_yellow", "--out", str(tmp_path)],
         cwd=REPO, env={**os.environ, "MUJOCO_GL": "egl"}, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())

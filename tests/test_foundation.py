@@ -61,7 +61,7 @@ def test_colcon_build_installs_executables_under_lib(tmp_path: Path) -> None:
     assert (install / "share" / "omni_vla" / "config" / "joint_limits.yaml").is_file()
     site = next(install.glob("lib/python3*/site-packages"))
     probe = subprocess.run(
-        [sys.executable, "-c", "import omni_vla_safety.limits, omni_vla_sim.tasks, omni_vla.cli; "
+        [sys.executable, "-c", "import omni_vla_safety.limits, omni_vla_sim.tasks, omni_vla.tools.cli; "
          "import omni_vla_safety; print(omni_vla_safety.__file__)"],
         env={**env, "PYTHONPATH": str(site)}, cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )

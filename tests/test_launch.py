@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from omni_vla.graph import ROBOT_NODES, SIM_NODES, config_dir
+from omni_vla.ros.graph import ROBOT_NODES, SIM_NODES, config_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ def test_launch_files_are_ros2_launch_files_built_from_the_graph_table() -> None
         path = REPO / "launch" / name
         imports = _imports(path)
         assert "launch.LaunchDescription" in imports and "launch_ros.actions.Node" in imports
-        assert f"omni_vla.graph.{table}" in imports
+        assert f"omni_vla.ros.graph.{table}" in imports
         assert "def generate_launch_description" in path.read_text()
 
 
@@ -39,8 +39,8 @@ def test_bringup_starts_and_stops_the_graph_cleanly(tmp_path: Path) -> None:
     from rosutil import free_domain_id, ros_context, spin_until
     from std_msgs.msg import Float64MultiArray, String
 
-    from omni_vla.bringup import Bringup
-    from omni_vla.graph import NodeSpec
+    from omni_vla.tools.bringup import Bringup
+    from omni_vla.ros.graph import NodeSpec
 
     specs = (NodeSpec("sim_node", "omni_vla_sim.node", "sim_node.yaml"),
              NodeSpec("safety_supervisor", "omni_vla_safety.node", "safety_supervisor.yaml"))

@@ -324,7 +324,7 @@ def test_cli_bad_path_or_unreadable_file_one_line_exit_2(tmp_path: Path, capsys:
 
 
 def test_cli_verb_registered() -> None:
-    from omni_vla.cli import VERBS
+    from omni_vla.tools.cli import VERBS
 
     assert VERBS["limits"] == ("omni_vla_safety.limits_table", "main")
 

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from omni_vla.chunking import ChunkQueue, rtc_prefix
+from omni_vla.core.chunking import ChunkQueue, rtc_prefix
 from omni_vla.core.settings import LoopSettings
 from omni_vla.core.ports import InferenceClient
 from omni_vla.core.perception import ImageRejected, PolicyImage

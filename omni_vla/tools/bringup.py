@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omni_vla.graph import SIM_NODES, NodeSpec, config_dir
+from omni_vla.ros.graph import SIM_NODES, NodeSpec, config_dir
 
 
 @dataclass

@@ -8,7 +8,7 @@ the worker is free: inference runs for the whole measurement. The loop thread ru
 50 like vla_node's default (--rt-priority 0 for normal scheduling; "scheduling" in the JSON says
 which one really applied).
 
-    python -m omni_vla.bench_loop --bundle bundles/reference --json [--ticks 10000] [--backends mnn,executorch]
+    python -m omni_vla.tools.bench_loop --bundle bundles/reference --json [--ticks 10000] [--backends mnn,executorch]
 
 Prints {"<backend>@<rate>": {...}, "<backend>": <its 50 Hz entry>, "settings": {...}}. Heap growth
 is measured separately (tracemalloc slows every allocation) over --heap-ticks ticks after warm-up;
@@ -195,7 +195,7 @@ def heap_growth(sched: Any, ticks: int) -> int:
 
 def cold_start(args: argparse.Namespace, backend: str) -> float:
     """Seconds from launching a fresh Python process to its first command."""
-    cmd = [sys.executable, "-m", "omni_vla.bench_loop", "--probe-cold-start", "--backends", backend,
+    cmd = [sys.executable, "-m", "omni_vla.tools.bench_loop", "--probe-cold-start", "--backends", backend,
            "--bundle", str(args.bundle), "--threads", str(args.threads), "--instruction", args.instruction]
     if args.runtime_factory:
         cmd += ["--runtime-factory", args.runtime_factory]

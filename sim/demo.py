@@ -132,7 +132,7 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    from omni_vla.bringup import Bringup
+    from omni_vla.tools.bringup import Bringup
     from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
 
     p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)

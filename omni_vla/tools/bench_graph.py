@@ -207,7 +207,7 @@ def _node_figures(result: dict[str, Any]) -> None:
 
 
 def _child(role: str, domain: int, env: dict[str, str], *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "omni_vla.bench_graph", "--role", role, "--domain", str(domain), *extra]
+    cmd = [sys.executable, "-m", "omni_vla.tools.bench_graph", "--role", role, "--domain", str(domain), *extra]
     return subprocess.Popen(cmd, env=env, cwd=REPO)
 
 
@@ -223,8 +223,8 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
 
 def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Start the graph, let the probe measure, stop everything; the probe's figures plus exit codes."""
-    from omni_vla.bringup import Bringup
-    from omni_vla.graph import ROBOT_NODES, NodeSpec
+    from omni_vla.tools.bringup import Bringup
+    from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 
     domain = args.domain or random.Random(time.time_ns() ^ os.getpid()).randint(101, 232)
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain)}

@@ -6,7 +6,7 @@ import sys
 
 # verb -> (module, function). Sub-verbs of `bench` are looked up as "bench <what>".
 VERBS: dict[str, tuple[str, str]] = {
-    "demo": ("omni_vla.demo", "main"),
+    "demo": ("omni_vla_sim.demo", "main"),
     "collect": ("omni_vla_sim.collect", "main"),
     "train": ("omni_vla_policies.train", "main"),
     "average": ("omni_vla_policies.average", "main"),
@@ -17,9 +17,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "limits": ("omni_vla_safety.limits_table", "main"),
     "bench sim": ("omni_vla_sim.bench", "main"),
     "bench runtime": ("omni_vla_policies.bench_runtime", "main"),
-    "bench loop": ("omni_vla.bench_loop", "main"),
+    "bench loop": ("omni_vla.tools.bench_loop", "main"),
     "bench safety": ("omni_vla_safety.bench", "main"),
-    "bench graph": ("omni_vla.bench_graph", "main"),
+    "bench graph": ("omni_vla.tools.bench_graph", "main"),
 }
 
 USAGE = "usage: omni-vla {" + ",".join(sorted({v.split()[0] for v in VERBS})) + "} [args]\n" \
