@@ -340,6 +340,36 @@ def test_future_stamped_command_rejected_saying_how_far_ahead() -> None:
     assert rig.sup.counts["rejected_future_stamp"] == 1
     assert "command stamp is 1.000 s in the future (max_future_stamp_s 0.050)" in rig.sup.reason
 
+
+def test_command_with_more_positions_than_names_is_rejected_for_its_size() -> None:
+    rig = Rig()
+    rig.tick()
+    assert not rig.sup.on_command(NAMES[:7], HOME, rig.now, rig.now)  # 7 names, 8 positions
+    assert rig.sup.counts["rejected_size"] == 1 and "7 joint names but 8 positions" in rig.sup.reason
+    assert rig.sup.target is None
+
+
+def test_joint_state_with_more_positions_than_names_is_ignored() -> None:
+    rig = Rig()
+    assert not rig.sup.on_joint_state(NAMES, HOME + [0.0], 0.0)
+    assert rig.sup.counts["bad_joint_state"] == 1 and "8 names but 9 positions" in rig.sup.reason
+    assert rig.sup.measured is None and rig.sup.state == WAITING
+
+
+def test_joint_order_refuses_duplicate_joint_names() -> None:
+    from omni_vla_safety.validation import JointOrder
+
+    with pytest.raises(ValueError, match="duplicate joint names"):
+        JointOrder(["a", "b", "a"])
+
+
+def test_command_stamped_exactly_now_accepted_with_zero_future_tolerance() -> None:
+    rig = Rig(max_future_stamp_s=0.0)
+    rig.tick()
+    assert rig.sup.on_command(NAMES, HOME, rig.now, rig.now)
+    assert not rig.sup.on_command(NAMES, HOME, rig.now + 1e-6, rig.now)
+    assert rig.sup.counts["rejected_future_stamp"] == 1
+
 # --- known open invariant violation (found by hypothesis during the mutation run) -----------------
 
 @pytest.mark.xfail(strict=True, reason="open: a watchdog stop starting while a joint passes through zero "
