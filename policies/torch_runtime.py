@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, read_manifest, verify_artifact
+from omni_vla.runtime.base import BundleRuntimeBase
+from omni_vla.runtime.bundle import BundleError, read_manifest, verify_artifact
 from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint
 from omni_vla_policies.export_fold import folded as fold
 from omni_vla_policies.export_fold import folded_prefix

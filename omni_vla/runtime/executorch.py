@@ -14,9 +14,13 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from executorch.extension.pybindings import portable_lib
+from executorch.runtime import Runtime
 
-from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, load_bundle
+from omni_vla.runtime.base import BundleRuntimeBase
+from omni_vla.runtime.bundle import BundleError, load_bundle
 from omni_vla.runtime.flow import SteppedFlow
+from omni_vla.runtime.text import TextEncoderFn
 
 
 _LIVE_RUNTIMES: "weakref.WeakSet[ExecuTorchRuntime]" = weakref.WeakSet()
@@ -28,8 +32,6 @@ def set_executorch_threads(num_threads: int) -> None:
     Resetting the pool under loaded XNNPACK delegates crashed (segfault measured on the MiniLM .pte),
     so a different size is refused while another ExecuTorch runtime of this process is alive.
     """
-    from executorch.extension.pybindings import portable_lib
-
     n = int(num_threads)
     if portable_lib._threadpool_get_thread_count() == n:
         return
@@ -40,14 +42,26 @@ def set_executorch_threads(num_threads: int) -> None:
     portable_lib._unsafe_reset_threadpool(n)
 
 
+def make_executorch_encoder(path: Path, num_threads: int) -> TextEncoderFn:
+    """The exported MiniLM text encoder (.pte) as (input_ids, attention_mask) -> embedding."""
+    program = Runtime.get().load_program(str(path))
+    method = program.load_method("forward")
+
+    def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        out = method.execute([torch.from_numpy(ids), torch.from_numpy(mask)])[0]
+        _ = program  # keep the Program alive as long as the method (dropping it can segfault)
+        return out.numpy().astype(np.float32).reshape(-1)
+
+    return run
+
+
 class ExecuTorchRuntime(BundleRuntimeBase):
     """PolicyRuntime over the bundle's prefix.pte and flow_{init,step,finish}.pte."""
 
     backend = "executorch"
+    make_text_encoder = staticmethod(make_executorch_encoder)
 
     def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True) -> None:
-        from executorch.runtime import Runtime
-
         bundle_dir = Path(bundle_dir)
         self._methods: dict = {}
         manifest, paths = load_bundle(bundle_dir, "executorch", check_versions=check_versions)

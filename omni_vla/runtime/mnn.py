@@ -14,8 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
-from omni_vla.runtime.bundle import BundleError, BundleRuntimeBase, load_bundle
+from omni_vla.runtime.base import BundleRuntimeBase
+from omni_vla.runtime.bundle import BundleError, load_bundle
 from omni_vla.runtime.flow import SteppedFlow
+from omni_vla.runtime.text import TextEncoderFn
 
 
 def import_mnn() -> ModuleType:
@@ -27,7 +29,7 @@ def import_mnn() -> ModuleType:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
-        import MNN
+        import MNN  # optional: imported here with fd 1 silenced, its C++ init prints to stdout
     finally:
         os.dup2(saved, 1)
         os.close(saved)
@@ -35,10 +37,29 @@ def import_mnn() -> ModuleType:
     return MNN
 
 
+def make_mnn_encoder(path: Path, num_threads: int) -> TextEncoderFn:
+    """The exported MiniLM text encoder (.mnn) as (input_ids, attention_mask) -> embedding."""
+    MNN = import_mnn()
+    rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": num_threads},))
+    mod = MNN.nn.load_module_from_file(str(path), ["input_ids", "attention_mask"], ["embedding"],
+                                       runtime_manager=rt, shape_mutable=False)
+    holders: list = []
+
+    def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if not holders:
+            holders.extend(MNN.expr.placeholder(list(ids.shape), MNN.expr.NCHW, MNN.expr.dtype.int) for _ in range(2))
+        holders[0].write(ids)
+        holders[1].write(mask)
+        return np.array(mod.forward(holders)[0].read(), dtype=np.float32).reshape(-1)
+
+    return run
+
+
 class MNNRuntime(BundleRuntimeBase):
     """PolicyRuntime over the bundle's prefix.mnn and flow_{init,step,finish}.mnn."""
 
     backend = "mnn"
+    make_text_encoder = staticmethod(make_mnn_encoder)
 
     def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True) -> None:
         MNN = import_mnn()

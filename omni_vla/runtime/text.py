@@ -10,15 +10,17 @@ instruction changes, never per tick.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import Callable, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+from tokenizers import Tokenizer as HFTokenizer
 
-from omni_vla.runtime.bundle import ArtifactSpec, BundleError, check_version, read_json_model, verify_artifact
+from omni_vla.runtime.bundle import (
+    ArtifactSpec, BundleError, BundleManifest, check_version, read_json_model, verify_artifact,
+)
 
-if TYPE_CHECKING:
-    from omni_vla.runtime.bundle import BundleManifest
+TextEncoderFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (input_ids, attention_mask) -> embedding
 
 TEXT_ENCODER_FORMAT = "omni_vla.text_encoder/1"
 TEXT_ENCODER_DIR = "text_encoder"
@@ -61,8 +63,6 @@ class Tokenizer:
     """WordPiece tokenizer of the encoder, fixed length (static graph shapes)."""
 
     def __init__(self, tokenizer_json: Path, max_tokens: int) -> None:
-        from tokenizers import Tokenizer as HFTokenizer
-
         self.tok = HFTokenizer.from_file(str(tokenizer_json))
         self.tok.enable_truncation(max_length=max_tokens)
         self.tok.enable_padding(length=max_tokens, pad_id=0, pad_token="[PAD]")
@@ -76,50 +76,21 @@ class Tokenizer:
         return self.ids, self.mask
 
 
-def make_mnn_encoder(path: Path, num_threads: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    from omni_vla.runtime.mnn import import_mnn
-
-    MNN = import_mnn()
-    rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": num_threads},))
-    mod = MNN.nn.load_module_from_file(str(path), ["input_ids", "attention_mask"], ["embedding"],
-                                       runtime_manager=rt, shape_mutable=False)
-    holders: list = []
-
-    def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if not holders:
-            holders.extend(MNN.expr.placeholder(list(ids.shape), MNN.expr.NCHW, MNN.expr.dtype.int) for _ in range(2))
-        holders[0].write(ids)
-        holders[1].write(mask)
-        return np.array(mod.forward(holders)[0].read(), dtype=np.float32).reshape(-1)
-
-    return run
-
-
-def make_executorch_encoder(path: Path, num_threads: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    import torch
-    from executorch.runtime import Runtime
-
-    program = Runtime.get().load_program(str(path))
-    method = program.load_method("forward")
-
-    def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        out = method.execute([torch.from_numpy(ids), torch.from_numpy(mask)])[0]
-        _ = program  # keep the Program alive as long as the method (dropping it can segfault)
-        return out.numpy().astype(np.float32).reshape(-1)
-
-    return run
-
-
 class InstructionEncoder:
-    """encode(text) -> float32 [embedding_dim]; table hit, else text encoder, else InstructionError."""
+    """encode(text) -> float32 [embedding_dim]; table hit, else text encoder, else InstructionError.
 
-    def __init__(self, bundle_dir: Path, manifest: "BundleManifest", backend: str, num_threads: int = 1) -> None:
+    `make_encoder(artifact, num_threads)` builds the backend's encoder from the text encoder's artifact for
+    `backend` (runtime/mnn.py, runtime/executorch.py); None: this backend runs no text encoder.
+    """
+
+    def __init__(self, bundle_dir: Path, manifest: BundleManifest, backend: str, num_threads: int = 1,
+                 make_encoder: Callable[[Path, int], TextEncoderFn] | None = None) -> None:
         self.dim = manifest.embedding_dim
         self.table = load_table(verify_artifact(bundle_dir, manifest.instruction.table))
         for k, v in self.table.items():
             if v.shape != (self.dim,):
                 raise BundleError(f"embedding for {k!r} has shape {v.shape}, expected ({self.dim},)")
-        self._encoder: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+        self._encoder: TextEncoderFn | None = None
         self._tokenizer: Tokenizer | None = None
         te_dir = bundle_dir / TEXT_ENCODER_DIR
         self.text_encoder_available = (te_dir / TEXT_MANIFEST_NAME).is_file()
@@ -127,14 +98,13 @@ class InstructionEncoder:
             te = read_json_model(te_dir / TEXT_MANIFEST_NAME, TextEncoderManifest, TEXT_ENCODER_FORMAT)
             if te.embedding_dim != self.dim:
                 raise BundleError(f"text encoder gives {te.embedding_dim}-d embeddings, policy expects {self.dim}")
-            runner = {"mnn": make_mnn_encoder, "executorch": make_executorch_encoder}.get(backend)
             spec = te.artifacts.get(backend)  # type: ignore[arg-type]
-            if runner is None or spec is None:
+            if make_encoder is None or spec is None:
                 self.text_encoder_available = False
             else:
                 check_version(te.versions, backend)
                 self._tokenizer = Tokenizer(verify_artifact(te_dir, te.tokenizer), te.max_tokens)
-                self._encoder = runner(verify_artifact(te_dir, spec), num_threads)
+                self._encoder = make_encoder(verify_artifact(te_dir, spec), num_threads)
 
     @property
     def known_instructions(self) -> list[str]:
