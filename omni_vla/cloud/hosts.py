@@ -11,17 +11,32 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import multiprocessing as mp
 import queue
 import signal
 import threading
 from dataclasses import replace
-from typing import Any
+from multiprocessing import shared_memory
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from omni_vla.cloud.network import LOST, PlanNetwork, Request, Sink
+from omni_vla.cloud.config import ReplanConfig
+from omni_vla.cloud.messages import LOST, Request, Sink
+
+if TYPE_CHECKING:
+    from omni_vla.cloud.network import PlanNetwork
+
+# Loaded by name, and only in the process that runs the network side (websockets, msgpack, cv2): the
+# tick's process imports this module and must not load them (tests/test_openpi_network_process.py).
+NETWORK_MODULE = "omni_vla.cloud.network"
+
+
+def _network_side() -> ModuleType:
+    return importlib.import_module(NETWORK_MODULE)
 
 RESTART_BACKOFF_S = (0.5, 10.0)  # network process restarts: first delay, cap
 READY = ("ready", (), {})
@@ -50,7 +65,7 @@ class ThreadHost:
     def _main(self) -> None:
         loop = asyncio.new_event_loop()
         try:
-            self._net = PlanNetwork(*self._args)
+            self._net = _network_side().PlanNetwork(*self._args)
             self._loop = loop
             self._ready.set()
             loop.run_until_complete(self._net.run())
@@ -91,8 +106,6 @@ class FrameSlots:
     HEADER = 64  # bytes: the two int64 sequence numbers, cache-line padded
 
     def __init__(self, shapes: tuple[tuple[int, ...], ...], name: str | None = None) -> None:
-        from multiprocessing import shared_memory
-
         self.shapes = shapes
         self.frame_bytes = [int(np.prod(s)) for s in shapes]
         self.slot_bytes = sum(self.frame_bytes)
@@ -142,12 +155,10 @@ class _QueueSink:
 
 def _child_main(config_json: str, api_key: str | None, requests: Any, events: Any) -> None:
     """Network process: a reader thread feeds the queue's messages to PlanNetwork on the loop."""
-    from omni_vla.cloud.config import ReplanConfig
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the network side stops
     config = ReplanConfig.model_validate_json(config_json)
     sink = _QueueSink(events)
-    net = PlanNetwork(config, api_key, sink)  # type: ignore[arg-type]
+    net = _network_side().PlanNetwork(config, api_key, sink)  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
     slots: FrameSlots | None = None
     keys = (config.keys.front, config.keys.wrist)

@@ -5,51 +5,35 @@
 tick side) as events. It is hosted in a child process or a thread (omni_vla.cloud.hosts).
 
 Nothing unvalidated leaves this module: a reply is parsed and checked here, and only a read-only
-float64 [T, D] array reaches the sink.
+float64 [T, D] array reaches the sink. The tick's process never imports this module (it loads
+websockets, msgpack and cv2): hosts.py loads it by name in the process that runs the network side.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
+import cv2
 import numpy as np
+from websockets.exceptions import ConnectionClosed
+
+from omni_vla.cloud import codec
+from omni_vla.cloud.client import OpenPIClient, OpenPIError, ServerError
+from omni_vla.cloud.messages import LOST, Request, Sink
+from omni_vla.cloud.plan import PlanRejected, extract_actions, validate_actions
 
 log = logging.getLogger("omni_vla.cloud.network")
 CLOSE_TOO_BIG = 1009
-LOST = -1  # on_finished id: every request the network side held is gone (its process died)
-
-
-@dataclass(slots=True)
-class Request:
-    request_id: int
-    gen: int
-    tick: int
-    obs_time: float  # caller's clock
-    wall: float  # time.perf_counter() at hand-off (CLOCK_MONOTONIC: comparable across processes)
-    reason: str
-    payload: dict | None
-
-
-class Sink(Protocol):
-    """What the network side reports; implemented by the Replanner's tick side."""
-
-    def on_connected(self, metadata: dict) -> None: ...
-    def on_disconnected(self) -> None: ...
-    def on_sent(self, request_id: int) -> None: ...
-    def on_result(self, request: Request, actions: np.ndarray, latency_s: float, timing: dict) -> None: ...
-    def on_finished(self, request_id: int, still_pending: bool = False) -> None: ...
-    def on_event(self, counter: str, message: str = "", level: int = logging.WARNING, rejection: bool = False) -> None: ...
+__all__ = ["CLOSE_TOO_BIG", "LOST", "PlanNetwork", "Request", "Sink"]
 
 
 class PlanNetwork:
     """One connection's worth of re-planning work on an asyncio loop (see module docstring)."""
 
     def __init__(self, config: Any, api_key: str | None, sink: Sink) -> None:
-        from omni_vla.cloud.client import OpenPIClient
-
         self.config = config
         self.sink = sink
         self._client = OpenPIClient(config.client, api_key=api_key)
@@ -86,10 +70,6 @@ class PlanNetwork:
 
     # ----- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        from omni_vla.cloud.client import OpenPIError, ServerError
-
         uri = self.config.client.uri
         while not self._stop.is_set():
             md = await self._client.connect_with_backoff(
@@ -115,8 +95,6 @@ class PlanNetwork:
         await self._client.close()
 
     async def _serve(self) -> None:
-        from omni_vla.cloud.client import ServerError
-
         while not self._stop.is_set():
             if self._reset_pending:
                 self._reset_pending = False
@@ -165,8 +143,6 @@ class PlanNetwork:
             closed.cancel()
 
     def _prepared(self, payload: dict) -> dict:
-        import cv2
-
         size = self.config.image_size
         if size:
             keys = self.config.keys
@@ -177,12 +153,6 @@ class PlanNetwork:
         return payload
 
     async def _exchange(self, req: Request) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        from omni_vla.cloud import codec
-        from omni_vla.cloud.client import ServerError
-        from omni_vla.cloud.plan import PlanRejected, extract_actions, validate_actions
-
         requeued = False
         self.sink.on_sent(req.request_id)
         try:

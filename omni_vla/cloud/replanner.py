@@ -34,7 +34,7 @@ import numpy as np
 
 from omni_vla.cloud.config import ReplanConfig
 from omni_vla.cloud.hosts import ProcessHost, ThreadHost
-from omni_vla.cloud.network import LOST, Request
+from omni_vla.cloud.messages import LOST, Request
 from omni_vla.cloud.plan import ValidatedPlan
 
 log = logging.getLogger("omni_vla.cloud.replanner")
