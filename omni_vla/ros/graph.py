@@ -30,7 +30,7 @@ def config_dir() -> Path:
     if source.is_dir():
         return source
     try:
-        from ament_index_python.packages import get_package_share_directory
+        from ament_index_python.packages import get_package_share_directory  # optional: only in a sourced ROS install
 
         return Path(get_package_share_directory("omni_vla")) / "config"
     except Exception as exc:  # noqa: BLE001 - any failure means we cannot locate the files

@@ -20,6 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Float64MultiArray, String
+from trajectory_msgs.msg import JointTrajectory
+
+from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
+from omni_vla.tools.bringup import Bringup
+
 REPO = Path(__file__).resolve().parent.parent
 HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]  # the sim's home pose (sim/robot.py HOME_QPOS)
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -29,9 +41,6 @@ PROPOSED_TOPIC = "/omni_vla/proposed_command"
 
 
 def _init(domain_id: int, name: str) -> tuple[Any, Any]:
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-
     rclpy.init(domain_id=domain_id)
     node = rclpy.create_node(name)
     executor = SingleThreadedExecutor()
@@ -41,10 +50,6 @@ def _init(domain_id: int, name: str) -> tuple[Any, Any]:
 
 def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz: float = 100.0) -> None:
     """Fake robot: perfect tracking (joint state = last safe command) and two static cameras."""
-    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-    from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import Float64MultiArray
-
     node, executor = _init(domain_id, "bench_fake_robot")
     position = list(HOME)
 
@@ -76,9 +81,6 @@ def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz
 
 
 def _spin_until_signal(executor: Any) -> None:
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
-
     try:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -93,11 +95,6 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
 
     `priority` > 0 runs it under SCHED_FIFO like ros2_control's controller manager (50 by default), so
     the figures are the nodes' and not those of a subscriber starved by whatever else the machine runs."""
-    from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from std_msgs.msg import Float64MultiArray, String
-    from trajectory_msgs.msg import JointTrajectory
-
     scheduling = _realtime(priority)  # before rclpy.init: the DDS threads inherit it
     node, executor = _init(domain_id, "bench_probe")
     reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -145,8 +142,6 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
     out.write_text(json.dumps(result))
     executor.shutdown()
     node.destroy_node()
-    import rclpy
-
     rclpy.try_shutdown()
 
 
@@ -175,8 +170,6 @@ def _since(times: list[float], t0: float) -> float | None:
 
 def _periods(times: list[float], window: list[float]) -> dict[str, float | int | None]:
     """Arrival periods inside the window (ms): median, p99, max (the worst gap) and the message count."""
-    import numpy as np
-
     inside = np.array([t for t in times if window[0] <= t <= window[1]])
     if inside.size < 2:
         return {"median": None, "p99": None, "max": None, "count": int(inside.size)}
@@ -223,9 +216,6 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
 
 def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     """Start the graph, let the probe measure, stop everything; the probe's figures plus exit codes."""
-    from omni_vla.tools.bringup import Bringup
-    from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
-
     domain = args.domain or random.Random(time.time_ns() ^ os.getpid()).randint(101, 232)
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain)}
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
