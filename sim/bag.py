@@ -26,8 +26,8 @@ TOPICS = {
 def write_bag(path: str | Path, observations: Sequence[dict], commands: np.ndarray, joint_names: Sequence[str],
               period_s: float, instruction: str) -> Path:
     """One episode -> an MCAP bag directory at `path` (replaced atomically if it exists)."""
-    from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+    from rosbags.rosbag2 import StoragePlugin, Writer  # optional: extra "sim", only for --record *.mcap
+    from rosbags.typesys import Stores, get_typestore  # optional: extra "sim", only for --record *.mcap
 
     if len(observations) != len(commands):
         raise ValueError(f"{len(observations)} observations but {len(commands)} commands")

@@ -9,6 +9,10 @@ import time
 import mujoco
 import numpy as np
 
+from omni_vla_sim.env import EnvConfig, PandaTaskEnv
+from omni_vla_sim.experts import run_episode
+from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
+
 
 def _stats_ms(samples: list[float]) -> dict[str, float]:
     arr = np.asarray(samples) * 1e3
@@ -16,10 +20,6 @@ def _stats_ms(samples: list[float]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from omni_vla_sim.env import EnvConfig, PandaTaskEnv
-    from omni_vla_sim.experts import run_episode
-    from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
-
     p = argparse.ArgumentParser(prog="omni-vla bench sim", description=__doc__)
     p.add_argument("--json", action="store_true")
     p.add_argument("--image-size", type=int, default=128)

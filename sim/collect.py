@@ -3,23 +3,25 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, write_records
+from omni_vla_sim.env import EnvConfig, PandaTaskEnv
+from omni_vla_sim.experts import run_episode
+from omni_vla_sim.recovery import RECOVERY_SEED_BASE, recover_one
+from omni_vla_sim.tasks import CUBE_HALF, EVAL_SEED_BASE, TASKS, get_task
 
 DEMO_SEED_BASE = 0  # evaluation seeds start at tasks.EVAL_SEED_BASE, never overlapping
 
 
 def _collect_one(args: tuple[str, int, str, int, tuple[float, float] | None]) -> tuple[str, int, bool, int]:
     task, seed, out_dir, image_size, offsets = args
-    from omni_vla_sim.env import EnvConfig
-    from omni_vla_sim.experts import run_episode
-
     env = _env_cache.get(task)
     if env is None:
-        from omni_vla_sim.env import PandaTaskEnv
         env = _env_cache[task] = PandaTaskEnv(task, EnvConfig())
     offset = grasp_offset(seed, offsets) if offsets else 0.0
     ok, steps, records = run_episode(env, seed, record=True, grasp_offset=offset)
@@ -44,10 +46,6 @@ _env_cache: dict = {}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tqdm import tqdm
-
-    from omni_vla_sim.tasks import TASKS, get_task
-
     p = argparse.ArgumentParser(prog="omni-vla collect", description=__doc__)
     p.add_argument("--out", type=Path, default=Path("data/demos"))
     p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
@@ -71,8 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         return _collect_recovery(args)
     offsets = None
     if args.grasp_offset is not None:
-        from omni_vla_sim.tasks import CUBE_HALF
-
         offsets = tuple(args.grasp_offset)
         if not 0 < offsets[0] <= offsets[1] < 2 * CUBE_HALF:
             raise SystemExit(f"--grasp-offset {offsets}: need 0 < LO <= HI < 0.04 m (a cube is 0.04 m wide)")
@@ -91,13 +87,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _collect_recovery(args) -> int:
-    from collections import Counter
-
-    from tqdm import tqdm
-
-    from omni_vla_sim.recovery import RECOVERY_SEED_BASE, recover_one
-    from omni_vla_sim.tasks import EVAL_SEED_BASE
-
     if not (args.recovery / "manifest.json").is_file():
         raise SystemExit(f"--recovery {args.recovery}: no bundle there (manifest.json missing)")
     first = RECOVERY_SEED_BASE if args.first_seed is None else args.first_seed

@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla.tools.bringup import Bringup
+from omni_vla_sim.report import EpisodeResult, summarise, write_report
+from omni_vla_sim.showcase import main as showcase
+from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BUNDLE = REPO / "bundles" / "reference"
 
@@ -27,14 +32,14 @@ class DemoProbe:
     """The operator's side of the graph: one rclpy node with the topics and services the demo uses."""
 
     def __init__(self, domain_id: int) -> None:
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
-        from lifecycle_msgs.srv import ChangeState
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import Bool, String
-        from std_srvs.srv import Trigger
+        import rclpy  # optional: ROS; `demo --expert` runs without it
+        from diagnostic_msgs.msg import DiagnosticArray  # optional: ROS; `demo --expert` runs without it
+        from lifecycle_msgs.srv import ChangeState  # optional: ROS; `demo --expert` runs without it
+        from rclpy.context import Context  # optional: ROS; `demo --expert` runs without it
+        from rclpy.executors import SingleThreadedExecutor  # optional: ROS; `demo --expert` runs without it
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # optional: ROS; `demo --expert` runs without it
+        from std_msgs.msg import Bool, String  # optional: ROS; `demo --expert` runs without it
+        from std_srvs.srv import Trigger  # optional: ROS; `demo --expert` runs without it
 
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain_id)
@@ -91,7 +96,7 @@ class DemoProbe:
         return bool(self.call(self.lifecycle, req).success)
 
     def close(self) -> None:
-        import rclpy
+        import rclpy  # optional: ROS; `demo --expert` runs without it
 
         self.ex.shutdown()
         self.node.destroy_node()
@@ -103,7 +108,7 @@ def _vla_diag(probe: DemoProbe) -> dict[str, str]:
 
 
 def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[str, Any]:
-    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.msg import Transition  # optional: ROS; `demo --expert` runs without it
 
     probe.estop.publish(probe.Bool(data=True))
     probe.spin_until(lambda: probe.safety.get("state") == "estop" and probe.safety.get("stopped"), 5)
@@ -132,9 +137,6 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    from omni_vla.tools.bringup import Bringup
-    from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
-
     p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)
     p.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE)
     p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
@@ -146,8 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.expert or not (args.bundle / "manifest.json").exists():
         if not args.expert:
             print(f"[demo] no policy bundle at {args.bundle}: showing the scripted experts instead")
-        from omni_vla_sim.showcase import main as showcase
-
         return showcase(["--episodes", str(args.episodes), "--out", str(args.out / "expert")])
     domain = random.randint(1, 100)
     overrides = {
@@ -174,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(args: argparse.Namespace, episodes: list[dict[str, Any]], codes: dict, wall: float) -> int:
-    from omni_vla_sim.report import EpisodeResult, summarise, write_report
-
     results = [EpisodeResult(task=e["task"], seed=e["seed"], instruction=e["instruction"] or "", held_out=False,
                              success=e["success"], steps=e["steps"], interventions=e["interventions"])
                for e in episodes]

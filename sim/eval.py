@@ -19,14 +19,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import multiprocessing as mp
+
+import cv2
+import mujoco
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from tqdm import tqdm
 
+import omni_vla
 from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, RuntimeBackend, Strategy, node_settings
 from omni_vla_safety.config import config_from_yaml
 from omni_vla_safety.limits import load_enforced_limits
 from omni_vla_safety.supervisor import Supervisor
+from omni_vla_sim import robot
 from omni_vla_sim.agents import make_agent, release_runtimes, shared_runtime
+from omni_vla_sim.bag import write_bag
+from omni_vla_sim.compare import compare, variants
 from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, Episode, write_episode
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 from omni_vla_sim.remote import check_server
@@ -194,13 +203,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
 
 def _record(spec: EpisodeSpec, env: Any, observations: list[dict], actions: np.ndarray, ok: bool) -> None:
     """The episode in the demonstration format (atomic file, policy image size) or as an MCAP bag."""
-    import cv2
-
-    from omni_vla_sim import robot
-
     if spec.record.endswith(".mcap"):
-        from omni_vla_sim.bag import write_bag
-
         write_bag(spec.record, observations, actions, list(robot.JOINT_NAMES), 1.0 / env.config.control_hz,
                   env.instruction.text)
         return
@@ -221,8 +224,6 @@ def _record(spec: EpisodeSpec, env: Any, observations: list[dict], actions: np.n
 def run_local(specs: list[EpisodeSpec], workers: int, progress: bool = True,
               max_restarts: int = 3) -> tuple[list[EpisodeResult], list[str]]:
     """Episodes in spawned worker processes; a crashed worker's episodes are re-run, never dropped."""
-    from tqdm import tqdm
-
     pending = {(sp.task, sp.seed): sp for sp in specs}
     results: dict[tuple[str, int], EpisodeResult] = {}
     crashes: list[str] = []
@@ -235,8 +236,6 @@ def run_local(specs: list[EpisodeSpec], workers: int, progress: bool = True,
                 del pending[key]
                 bar.update()
             break
-        import multiprocessing as mp
-
         try:
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
                 futures = {pool.submit(run_episode, sp): key for key, sp in pending.items()}
@@ -257,7 +256,7 @@ def run_local(specs: list[EpisodeSpec], workers: int, progress: bool = True,
 
 def run_ray(specs: list[EpisodeSpec], address: str) -> list[EpisodeResult]:
     """The same pure episode function as Ray tasks on an existing cluster."""
-    import ray
+    import ray  # optional: extra "ray", only for --ray-address
 
     ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     remote = ray.remote(max_retries=3)(run_episode)
@@ -266,10 +265,6 @@ def run_ray(specs: list[EpisodeSpec], address: str) -> list[EpisodeResult]:
 
 
 def versions(settings: EvalSettings) -> dict[str, Any]:
-    import mujoco
-
-    import omni_vla
-
     out: dict[str, Any] = {"omni_vla": omni_vla.__version__, "mujoco": mujoco.__version__,
                            "MUJOCO_GL": os.environ.get("MUJOCO_GL"), "renderer": "mujoco.Renderer (offscreen)",
                            "backend": settings.backend, "python": sys.version.split()[0]}
@@ -367,8 +362,6 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         preflight(settings)
         if args.compare:
-            from omni_vla_sim.compare import variants
-
             for variant in variants(args.compare, settings).values():
                 preflight(variant)
     except Exception as exc:  # noqa: BLE001 - any set-up failure is reported before episodes start
@@ -376,8 +369,6 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
         return 2
     videos = min(args.videos, 5)
     if args.compare:
-        from omni_vla_sim.compare import compare
-
         result = compare(args.compare, settings, lambda s, out: evaluate(
             s, args.workers, args.ray_address, out, videos, None), args.out)
         lines = [json.dumps(result)] if args.json else [

@@ -12,10 +12,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from omni_vla_sim.env import EnvConfig, PandaTaskEnv
+from omni_vla_sim.experts import ScriptedExpert
+from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
+
 
 def write_video(path: Path, frames: list[np.ndarray], fps: float) -> Path:
     """mp4 written to a temporary name then renamed (never a half-written video)."""
-    import imageio.v2 as imageio
+    import imageio.v2 as imageio  # optional: extra "sim" (imageio-ffmpeg), only when a video is written
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.mp4")
@@ -39,10 +43,6 @@ def overlay(front: np.ndarray, wrist: np.ndarray, lines: list[str], scale: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    from omni_vla_sim.env import EnvConfig, PandaTaskEnv
-    from omni_vla_sim.experts import ScriptedExpert
-    from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
-
     p = argparse.ArgumentParser(prog="omni-vla demo --expert", description=__doc__)
     p.add_argument("--episodes", type=int, default=3, help="per task")
     p.add_argument("--out", type=Path, default=Path("reports/expert_demo"))
