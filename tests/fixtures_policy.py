@@ -1,11 +1,11 @@
-"""Test fixtures other engineers can reuse: a synthetic demo dataset and a tiny exported bundle.
+"""Test fixtures: a synthetic demo dataset and a tiny exported bundle (was omni_vla_policies.testing).
 
 Both are fixtures, not the reference policy: the dataset is a toy reaching task in the exact HDF5
 contract (briefs/common.md) and the bundle is a small randomly initialised policy with made-up
 normalisation statistics and random unit-vector instruction embeddings (no MiniLM load), exported
 for real to ExecuTorch, ONNX and MNN so runtimes and the control loop can be tested end to end.
 
-    from omni_vla_policies.testing import make_tiny_bundle
+    from fixtures_policy import make_tiny_bundle
     bundle_dir = make_tiny_bundle(tmp_path / "bundle")      # ~10-20 s on 2 cores
 """
 from __future__ import annotations
@@ -14,7 +14,13 @@ import json
 import os
 from pathlib import Path
 
+import h5py
 import numpy as np
+import torch
+
+from omni_vla_policies.export import CHECKPOINT_FORMAT, export_bundle
+from omni_vla_policies.model import ModelConfig, VLAPolicy
+from omni_vla_policies.text_encoder import random_embeddings
 
 JOINT_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785, 0.04], np.float32)
@@ -28,10 +34,8 @@ COLORS = {"pick_red": (220, 30, 30), "place_blue_on_green": (30, 30, 220), "stac
           "touch_yellow": (230, 220, 30)}
 
 
-def tiny_model_config(**overrides: object) -> "object":
+def tiny_model_config(**overrides: object) -> ModelConfig:
     """A small ModelConfig: real I/O shapes (H=16, D=8, 64x64, 384-d), 3 Euler steps so export takes seconds."""
-    from omni_vla_policies.model import ModelConfig
-
     base = dict(width=32, heads=2, prefix_layers=1, head_layers=1, mlp_ratio=2, cnn_channels=(8, 16, 16), num_steps=3,
                 keypoints=4)
     base.update(overrides)
@@ -56,8 +60,6 @@ def write_synthetic_dataset(out_dir: str | Path, episodes_per_task: int = 3, ste
     The expert moves joints 1-2 towards a target shown as a coloured square, other joints towards a
     task-specific offset, and closes the gripper halfway; actions are the next joint targets.
     """
-    import h5py
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -101,19 +103,8 @@ def write_synthetic_dataset(out_dir: str | Path, episodes_per_task: int = 3, ste
     return out_dir
 
 
-def random_embeddings(texts: list[str], dim: int = 384, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    e = rng.normal(size=(len(texts), dim)).astype(np.float32)
-    return e / np.linalg.norm(e, axis=1, keepdims=True)
-
-
 def make_tiny_checkpoint(seed: int = 0, **config_overrides: object) -> dict:
     """In-memory checkpoint of a randomly initialised tiny policy with synthetic statistics."""
-    import torch
-
-    from omni_vla_policies.export import CHECKPOINT_FORMAT
-    from omni_vla_policies.model import VLAPolicy
-
     torch.manual_seed(seed)
     cfg = tiny_model_config(**config_overrides)
     model = VLAPolicy(cfg).eval()  # type: ignore[arg-type]
@@ -128,17 +119,13 @@ def make_tiny_checkpoint(seed: int = 0, **config_overrides: object) -> dict:
         "normalization": stats, "joint_names": JOINT_NAMES, "control_rate_hz": 20.0,
         "instructions": texts, "instruction_embeddings": random_embeddings(texts, cfg.embedding_dim, seed),  # type: ignore[attr-defined]
         "seed": seed, "dataset_sha256": "synthetic", "steps": 0, "final_loss": None,
-        "train_config": {"fixture": "omni_vla_policies.testing.make_tiny_checkpoint"},
+        "train_config": {"fixture": "tests/fixtures_policy.py:make_tiny_checkpoint"},
     }
 
 
 def make_tiny_bundle(out_dir: str | Path, seed: int = 0, backends: tuple[str, ...] = ("executorch", "onnx", "mnn"),
                      **config_overrides: object) -> Path:
     """Export a tiny random policy to a real bundle directory (.pte, .onnx, .mnn, manifest.json)."""
-    import torch
-
-    from omni_vla_policies.export import export_bundle
-
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     return export_bundle(make_tiny_checkpoint(seed, **config_overrides), out_dir, backends=backends)
 

@@ -79,9 +79,9 @@ _BUNDLES: dict[tuple[str, ...], object] = {}
 
 
 def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, backends: tuple[str, ...] = ("mnn",)):
-    """A real exported tiny bundle (omni_vla_policies.testing), built once per test session."""
+    """A real exported tiny bundle (tests/fixtures_policy.py), built once per test session."""
     if backends not in _BUNDLES:
-        from omni_vla_policies.testing import make_tiny_bundle
+        from fixtures_policy import make_tiny_bundle
 
         _BUNDLES[backends] = make_tiny_bundle(tmp_path_factory.mktemp("tiny") / "bundle", backends=backends)
     return _BUNDLES[backends]

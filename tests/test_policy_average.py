@@ -9,7 +9,7 @@ import torch
 
 from omni_vla_policies.average import average_checkpoints, main
 from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint, save_checkpoint
-from omni_vla_policies.testing import make_tiny_checkpoint
+from fixtures_policy import make_tiny_checkpoint
 
 
 def _lineage(tmp_path: Path, n: int = 2) -> list[Path]:

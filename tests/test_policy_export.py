@@ -10,7 +10,7 @@ import torch
 
 from omni_vla.runtime.bundle import read_manifest, sha256_file
 from omni_vla_policies.export import load_checkpoint, policy_from_checkpoint
-from omni_vla_policies.testing import cached_tiny_bundle
+from fixtures_policy import cached_tiny_bundle
 
 
 @pytest.fixture(scope="session")

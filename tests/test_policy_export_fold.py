@@ -11,7 +11,7 @@ import torch
 from omni_vla_policies.export import PrefixStage, example_inputs, export_onnx, flow_programs, stage_specs
 from omni_vla_policies.export_fold import folded, folded_prefix
 from omni_vla_policies.model import ModelConfig, VLAPolicy
-from omni_vla_policies.testing import tiny_model_config
+from fixtures_policy import tiny_model_config
 
 
 def _trained_looking_policy(cfg: ModelConfig, seed: int = 0) -> VLAPolicy:

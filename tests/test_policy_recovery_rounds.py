@@ -12,7 +12,7 @@ import torch
 from omni_vla_policies.dataset import TrainArrays
 from omni_vla_policies.export import load_checkpoint
 from omni_vla_policies.recovery_rounds import ROUND_SEED_STRIDE, append_arrays, collect_round, focus_weights, round_seeds
-from omni_vla_policies.testing import make_tiny_checkpoint, write_synthetic_dataset
+from fixtures_policy import make_tiny_checkpoint, write_synthetic_dataset
 from omni_vla_policies.train import TrainConfig, last_cycle_path, train
 from omni_vla_sim.dataset import read_episode
 from omni_vla_sim.recovery import RECOVERY_SEED_BASE

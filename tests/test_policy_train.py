@@ -11,7 +11,7 @@ import torch
 
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, read_episodes
 from omni_vla_policies.export import load_checkpoint
-from omni_vla_policies.testing import TASKS, write_synthetic_dataset
+from fixtures_policy import TASKS, write_synthetic_dataset
 from omni_vla_policies.train import Batches, TrainConfig, cycle_at, load_config, lr_at, train
 from omni_vla_sim.dataset import read_episode, write_episode
 

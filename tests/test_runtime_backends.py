@@ -12,7 +12,7 @@ import pytest
 from omni_vla.runtime.executorch import ExecuTorchRuntime
 from omni_vla.runtime.mnn import MNNRuntime
 from omni_vla_policies.parity import snr_db
-from omni_vla_policies.testing import TASKS, cached_tiny_bundle
+from fixtures_policy import TASKS, cached_tiny_bundle
 from omni_vla_policies.torch_runtime import TorchRuntime
 
 

@@ -11,7 +11,7 @@ import pytest
 from omni_vla.runtime.bundle import BundleError, load_bundle, read_manifest
 from omni_vla.runtime.mnn import MNNRuntime
 from omni_vla.runtime.text import InstructionError
-from omni_vla_policies.testing import TASKS, cached_tiny_bundle
+from fixtures_policy import TASKS, cached_tiny_bundle
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 
 from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.text import Tokenizer
-from omni_vla_policies.testing import cached_tiny_bundle
+from fixtures_policy import cached_tiny_bundle
 from omni_vla_policies.text_encoder import MAX_TOKENS, encode_texts, export_text_encoder, model_dir
 
 NEW = ["juggle the cubes", "put the red block on top of the blue block, then wave"]

@@ -1,0 +1,86 @@
+"""Module -> backend artifact: ExecuTorch .pte (XNNPACK), ONNX, and ONNX -> MNN; shared by the policy
+export (export.py) and the text-encoder export (text_encoder.py).
+
+MNN conversion goes through the converter module that the MNN wheel ships (`_tools`), never the
+`mnnconvert` console script (it phones home and pip-installs a protobuf downgrade at run time).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import sys
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+import omni_vla
+from omni_vla.runtime.bundle import installed_version
+
+
+def _without_unused_buffers(module: nn.Module, args: tuple[Tensor, ...]) -> nn.Module:
+    """A copy of `module` without the buffers its forward never reads (ExecuTorch would store them all:
+    each flow program holds the whole folded head, and init/finish use a few of its tensors)."""
+    ep = torch.export.export(module, args, strict=False)
+    unused = {n.name for n in ep.graph.nodes if n.op == "placeholder" and not n.users}
+    targets = [s.target for s in ep.graph_signature.input_specs if s.arg.name in unused and s.target is not None]
+    if not targets:
+        return module
+    module = copy.deepcopy(module)
+    for target in targets:
+        owner, _, name = target.rpartition(".")
+        delattr(module.get_submodule(owner), name)
+    return module
+
+
+class HalfCompute(nn.Module):
+    """float32 in and out, float16 inside: the runtimes and the manifest's tensor contract stay as they are."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.inner = copy.deepcopy(module).half()
+
+    def forward(self, *args: Tensor) -> Tensor | tuple[Tensor, ...]:
+        out = self.inner(*(a.half() for a in args))
+        return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
+
+
+def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_dtype: str = "float32") -> None:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # optional: exir loads for seconds; only when a .pte is written
+    from executorch.exir import to_edge_transform_and_lower  # optional: exir loads for seconds; only when a .pte is written
+
+    if compute_dtype not in ("float32", "float16"):
+        raise ValueError(f"compute_dtype must be float32 or float16, not {compute_dtype!r}")
+    module = _without_unused_buffers(module, args)
+    if compute_dtype == "float16":
+        module = HalfCompute(module).eval()
+    ep = torch.export.export(module, args, strict=False)
+    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    path.write_bytes(prog.buffer)
+
+
+def export_onnx(module: nn.Module, args: tuple[Tensor, ...], in_names: list[str], out_names: list[str], path: Path) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.onnx.export(module, args, str(path), input_names=in_names, output_names=out_names,
+                          dynamo=False, opset_version=17, do_constant_folding=True)
+
+
+def convert_mnn(onnx_path: Path, mnn_path: Path, extra: list[str] | None = None) -> None:
+    """ONNX -> MNN in-process with the wheel's converter module (no telemetry, no pip at run time)."""
+    import _tools  # type: ignore[import-not-found]  # optional: the MNN wheel's compiled converter, only when converting
+
+    argv = ["mnnconvert", "-f", "ONNX", "--modelFile", str(onnx_path), "--MNNModel", str(mnn_path),
+            "--bizCode", "omni_vla", *(extra or [])]
+    rc = _tools.mnnconvert(argv)
+    if not mnn_path.is_file() or mnn_path.stat().st_size == 0 or rc not in (0, None, True):
+        raise RuntimeError(f"MNN conversion of {onnx_path} failed (rc={rc})")
+
+
+def versions() -> dict[str, str]:
+    out = {"omni_vla": omni_vla.__version__, "python": sys.version.split()[0]}
+    for dist in ("torch", "executorch", "mnn", "onnx", "onnxruntime"):
+        v = installed_version(dist)
+        if v is not None:
+            out[dist] = v
+    return out
