@@ -370,6 +370,14 @@ def test_command_stamped_exactly_now_accepted_with_zero_future_tolerance() -> No
     assert not rig.sup.on_command(NAMES, HOME, rig.now + 1e-6, rig.now)
     assert rig.sup.counts["rejected_future_stamp"] == 1
 
+
+def test_whole_body_joint_state_with_hundreds_of_extra_joints_is_accepted() -> None:
+    """Extra joints are ignored however many there are (lengths compared by value, not identity)."""
+    rig = Rig()
+    names = [f"body_joint{i}" for i in range(300)] + NAMES[::-1]
+    assert rig.sup.on_joint_state(names, [0.0] * 300 + HOME[::-1], 0.0)
+    assert rig.sup.measured == HOME and rig.sup.state == HOLD
+
 # --- known open invariant violation (found by hypothesis during the mutation run) -----------------
 
 @pytest.mark.xfail(strict=True, reason="open: a watchdog stop starting while a joint passes through zero "
