@@ -195,14 +195,14 @@ class CommandLimiter:
                     lo, lk = wlo, wlk
                 if whi < hi:
                     hi, hk = whi, whk
-            else:  # only from a state this limiter did not produce (rounding): position still wins
+            else:  # only from a state this limiter did not produce (rounding): position still wins.
+                # [lo, hi] holds 0 here, so the window lies beyond it on the side v points to: the
+                # edge missed is always the deceleration one (acceleration can never yield).
                 if whi < lo:
-                    kind = whk
-                    hi, hk = lo, whk
+                    hi, hk = lo, DECELERATION
                 else:
-                    kind = wlk
-                    lo, lk = hi, wlk
-                recs.append((kind + "_yielded", i, self.acc[i] if kind == ACCELERATION else self.dec[i], v, 0.0))
+                    lo, lk = hi, DECELERATION
+                recs.append((DECELERATION + "_yielded", i, self.dec[i], v, 0.0))
             j2 = self._jdt2[i]
             if j2 < inf:
                 base = v + ac[i] * dt
