@@ -225,3 +225,106 @@ def test_soft_limit_spring_slows_the_approach_on_both_sides(sign: float) -> None
     assert on_curve >= 5
     assert reports and reports[0][2] == 0.7 * sign  # reported with the soft limit it enforced
     assert 0.69 < sign * lim.q[0] <= 0.7
+
+
+@pytest.mark.parametrize("rate_hz", [100.0, 1000.0])
+@pytest.mark.parametrize("horizon", [0.0, 0.05])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_approach_of_a_far_target_never_overshoots_it(rate_hz: float, horizon: float, sign: float) -> None:
+    dt = 1.0 / rate_hz
+    lim = CommandLimiter(PANDA, SETS, dt, target_horizon_s=horizon)
+    lim.reset(HOME)
+    target = list(HOME)
+    target[0] = 1.5 * sign
+    furthest = 0.0
+    for _ in range(int(3.0 * rate_hz)):
+        out = lim.limit(target, None)
+        furthest = max(furthest, sign * out[0])
+    assert furthest <= 1.5 + 1e-9  # never past the target
+    assert out[0] == pytest.approx(1.5 * sign, abs=1e-9) and lim.stopped
+
+
+def test_controlled_stop_at_1khz_takes_about_the_jerk_limited_minimum_time() -> None:
+    """Where jerk binds (1 kHz), the stop still brakes as hard as jerk and deceleration allow."""
+    dt = 0.001
+    lim = CommandLimiter(PANDA, SETS, dt, target_horizon_s=0.0)
+    lim.reset(HOME)
+    target = list(HOME)
+    target[0] = 2.8
+    for _ in range(1500):
+        lim.limit(target, None)
+        if abs(lim.v[0] - lim.vmax[0]) < 1e-12 and lim.a[0] == 0.0:
+            break
+    v0, d, j = lim.v[0], lim.dec[0], lim.jerk[0]
+    assert v0 == pytest.approx(lim.vmax[0])
+    ticks = 0
+    while not lim.stopped:
+        lim.stop()
+        ticks += 1
+    minimum = (v0 / d + d / j) / dt  # jerk up to max deceleration, hold it, jerk back to rest
+    assert minimum - 1 <= ticks <= 1.05 * minimum + 2
+
+
+ASYM = """
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 3.0
+    has_deceleration_limits: true
+    max_deceleration: 5.0
+  b:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 1.0
+"""
+
+
+def test_deceleration_yield_reports_the_deceleration_limit_not_the_acceleration_one() -> None:
+    sets = parse_joint_limits_yaml(ASYM)
+    lim = CommandLimiter(["a", "b"], [sets["a"], sets["b"]], DT)
+    lim.reset([0.999, 0.0])
+    lim.v[0] = 1.0
+    lim.limit([0.0, 0.0], None)
+    assert ("deceleration_yielded", 0, 5.0, 1.0, 0.0) in lim.interventions
+    assert lim.q[0] <= 1.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_uniform_scaling_infeasible_when_a_fast_joint_cannot_slow_to_the_common_scale(sign: float) -> None:
+    """Joint a cruises; joint b, slow to accelerate, is given a far target: the common scale b
+    allows would ask a to brake harder than it can, so each joint is limited on its own."""
+    sets = parse_joint_limits_yaml(ASYM)
+    lim = CommandLimiter(["a", "b"], [sets["a"], sets["b"]], DT, uniform_scaling=True)
+    lim.reset([-0.9 * sign, 0.0])
+    for _ in range(40):
+        lim.limit([0.9 * sign, 0.0], None)  # only a moves (b asked to stay: scale stays feasible)
+    assert sign * lim.v[0] > 1.0 and not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
+    v0 = lim.v[0]
+    lim.limit([0.9 * sign, 0.9 * sign], None)
+    assert (UNIFORM_SCALE_INFEASIBLE, -1, 0.0, 1.0, 0.0) in lim.interventions
+    assert sign * lim.v[0] >= sign * v0 - 5.0 * DT - 1e-12  # a brakes no harder than its deceleration limit
+    assert lim.v[1] == pytest.approx(sign * 1.0 * DT)  # b starts at its own max acceleration
+
+
+def test_uniform_scaling_keeps_the_direction_with_the_gripper_parked_at_its_lower_limit() -> None:
+    lim = panda(uniform_scaling=True, target_horizon_s=0.0)
+    start = list(HOME)
+    start[7] = lim.lo[7]  # gripper closed on its lower limit, asked to stay there
+    lim.reset(start)
+    target = list(start)
+    target[0] += 2.0
+    target[1] += 0.5
+    for _ in range(5):
+        lim.limit(target, None)
+        assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
+        assert math.isclose((lim.q[1] - start[1]) / (lim.q[0] - start[0]), 0.25, rel_tol=1e-9)
+    assert lim.q[7] == start[7]
