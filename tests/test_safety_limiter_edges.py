@@ -114,7 +114,7 @@ def test_max_step_window_yields_to_deceleration_when_the_measurement_jumps_far_b
     lim.limit(target, measured)
     yielded = [r for r in lim.interventions if r[0] == MAX_STEP + "_yielded" and r[1] == 0]
     assert yielded and yielded[0][2] == 0.1 and yielded[0][3] == pytest.approx(-1.0 * sign)
-    assert "max_step limit 0.1 could not be honoured" in describe(yielded[0], PANDA)
+    assert describe(yielded[0], PANDA).startswith("panda_joint1: max_step limit 0.1 could not be honoured")
     assert lim.v[0] == pytest.approx(v0 - sign * lim.dec[0] * DT)  # braking at max deceleration, no jump
     for _ in range(300):
         lim.limit(target, measured)
