@@ -25,8 +25,7 @@ SIM_NODES: tuple[NodeSpec, ...] = (NodeSpec("sim_node", "omni_vla_sim.node", "si
 
 def config_dir() -> Path:
     """config/ of the source tree, or share/omni_vla/config of an installed package."""
-    here = Path(__file__).resolve().parent
-    source = here.parent / "config"
+    source = Path(__file__).resolve().parents[2] / "config"  # omni_vla/ros/graph.py -> the checkout
     if source.is_dir():
         return source
     try:

@@ -32,7 +32,7 @@ from trajectory_msgs.msg import JointTrajectory
 from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]  # the sim's home pose (sim/robot.py HOME_QPOS)
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 INSTRUCTION = "pick up the red cube"

@@ -138,7 +138,7 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
         sched = Scheduler(rate_hz, rig.tick, rt_priority=args.rt_priority)
         sched.run(max_ticks=WARMUP_TICKS)
         sched.stats.reset()
-        rig.commands = 0
+        rig.loop.commands = 0
         c0 = dict(rig.controller.counts)
         t0 = time.perf_counter()
         sched.run(max_ticks=args.ticks)
@@ -153,8 +153,8 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
             wall_s=round(wall, 3), final_state=f"{rig.controller.state}: {rig.controller.reason}",
             scheduling=sched.rt_status,
         )
-        if rig.replanner is not None:
-            st = rig.replanner.status()
+        if rig.loop.replanner is not None:
+            st = rig.loop.replanner.status()
             out["cloud"] = {"network": network, "plans_spliced": counts["cloud_plans"], "connected": st["connected"],
                             **{k: st[k] for k in ("requests", "replies", "plans", "rejected", "expired", "timeouts")}}
         out["heap_growth_bytes"] = heap_growth(sched, args.heap_ticks)
