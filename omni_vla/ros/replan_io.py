@@ -8,7 +8,6 @@ counters (read from its /diagnostics, so the supervisor stays independent of thi
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -37,10 +36,10 @@ def open_replanner(cfg: VlaNodeConfig) -> Replanner | None:
         raise ValueError(f"{cfg.openpi_config}: rate_hz {rcfg.rate_hz:g} differs from the loop's {cfg.rate_hz:g}")
     if rcfg.action_dim != len(cfg.joint_names):
         raise ValueError(f"{cfg.openpi_config}: action_dim {rcfg.action_dim} but {len(cfg.joint_names)} joint_names")
-    key_env = rcfg.client.api_key_env
-    api_key = os.environ.get(key_env) if key_env else None
-    if key_env and not api_key:
-        raise ValueError(f"{cfg.openpi_config}: api_key_env names {key_env!r}, which is not set")
+    try:
+        api_key = rcfg.client.api_key()  # a named but unset variable is refused here, before any connection
+    except ValueError as exc:
+        raise ValueError(f"{cfg.openpi_config}: {exc}") from None
     return Replanner(rcfg, api_key=api_key).start()
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from omni_vla.cloud import ReplanConfig, Replanner
 from omni_vla.core.assembly import build_loop
 from omni_vla.core.loop import Scheduler
-from omni_vla.core.settings import LoopSettings
+from omni_vla.core.settings import STRATEGIES, LoopSettings
 from omni_vla.inference.client import open_runtime
 from omni_vla.inference.worker import ProcessInference
 
@@ -247,7 +247,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every variant (percentiles over all)")
     p.add_argument("--heap-ticks", type=int, default=1_000, help="ticks under tracemalloc for heap growth")
     p.add_argument("--threads", type=int, default=1, help="runtime threads (the loop keeps the other core)")
-    p.add_argument("--strategy", default="rtc", choices=["rtc", "average", "naive"])
+    # rtc by default: it also exercises the pinned-prefix path, the costliest splice per tick.
+    p.add_argument("--strategy", default="rtc", choices=STRATEGIES)
     p.add_argument("--execution-horizon", type=int, default=1, help="1: request a chunk whenever the worker is free")
     p.add_argument("--instruction", default="pick up the red cube")
     p.add_argument("--runtime-factory", default=None, help="module:function(backend, bundle_dir, threads) -> runtime")
