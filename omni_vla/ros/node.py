@@ -39,6 +39,7 @@ from omni_vla.core.settings import VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
 from omni_vla.ros.interrupt import SigintFlag
+from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
 from omni_vla.runtime.bundle import BundleError, read_manifest
 
@@ -112,6 +113,8 @@ class VlaNode(Node):
         try:
             flat = {n: self.get_parameter(n).value for n in self._param_names}
             cfg = VlaNodeConfig.from_ros_parameters(flat)
+            # Relative: under the working directory, else the installed share/omni_vla (ros2 launch).
+            cfg = cfg.model_copy(update={"bundle_dir": resolve_bundle_dir(cfg.bundle_dir)})
             read_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker is spawned
         except BundleError as exc:
             log.error(f"configure failed: bad bundle: {exc}")
