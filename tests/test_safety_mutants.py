@@ -229,10 +229,12 @@ def _tick_until_watchdog(rig: Rig, joint_states: bool) -> float:
     raise AssertionError("no watchdog stop")
 
 
-def test_joint_state_watchdog_reason_says_how_old_the_last_joint_state_is() -> None:
+@pytest.mark.parametrize("move_ticks", [0, 10])
+def test_joint_state_watchdog_reason_says_how_old_the_last_joint_state_is(move_ticks: int) -> None:
     rig = Rig()
     rig.tick()
-    moving(rig, ticks=10)
+    if move_ticks:
+        moving(rig, ticks=move_ticks)
     last_state = rig.now
     stopped_at = _tick_until_watchdog(rig, joint_states=False)
     events = [m for kind, m in rig.sup.events if kind == "watchdog_joint_state"]
