@@ -328,3 +328,30 @@ def test_uniform_scaling_keeps_the_direction_with_the_gripper_parked_at_its_lowe
         assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
         assert math.isclose((lim.q[1] - start[1]) / (lim.q[0] - start[0]), 0.25, rel_tol=1e-9)
     assert lim.q[7] == start[7]
+
+
+def test_uniform_scaling_never_drives_a_joint_away_from_its_target() -> None:
+    """Joint a still moves down fast and cannot reverse this tick: no common scale in [0, 1] exists,
+    so the joints are limited on their own (never a negative scale that sends b backwards)."""
+    sets = parse_joint_limits_yaml(ASYM)
+    lim = CommandLimiter(["a", "b"], [sets["a"], sets["b"]], DT, uniform_scaling=True)
+    lim.reset([0.9, 0.0])
+    for _ in range(40):
+        lim.limit([-0.9, 0.0], None)
+    assert lim.v[0] < -1.0
+    lim.limit([0.9, 0.002], None)  # b: a short move, which a small negative scale would also allow
+    assert (UNIFORM_SCALE_INFEASIBLE, -1, 0.0, 1.0, 0.0) in lim.interventions
+    assert lim.v[1] > 0.0  # b heads for its target
+
+
+def test_uniform_scaling_reports_the_binding_joint_and_nothing_when_none_binds() -> None:
+    lim = panda(uniform_scaling=True, target_horizon_s=1.0)
+    target = list(HOME)
+    target[1] += 0.001  # tiny move: within every limit, nothing scaled
+    lim.limit(target, None)
+    assert lim.interventions == []
+    target[1] += 2.0  # joint 2 binds (its acceleration), joint 1 a little
+    target[0] += 0.1
+    lim.limit(target, None)
+    scale = [r for r in lim.interventions if r[0] == "uniform_scale"]
+    assert len(scale) == 1 and scale[0][1] == 1 and 0.0 < scale[0][2] < 1.0
