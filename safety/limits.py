@@ -182,7 +182,6 @@ def _yaml_lines(text: str) -> dict[tuple[str, str], int]:
         for key, value in current.value:
             if key.value == "joint_limits" and isinstance(value, yaml.MappingNode):
                 for joint, body in value.value:
-                    lines[(str(joint.value), "")] = joint.start_mark.line + 1
                     if isinstance(body, yaml.MappingNode):
                         for fkey, _ in body.value:
                             lines[(str(joint.value), str(fkey.value))] = fkey.start_mark.line + 1

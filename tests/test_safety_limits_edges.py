@@ -127,3 +127,58 @@ def test_enforcement_verdicts_name_the_joint_and_what_is_missing() -> None:
     assert enforcement_problem("j", JointSource(), nothing) == (
         "joint 'j' is missing position, velocity and acceleration limits "
         "(has_position_limits, has_velocity_limits, has_acceleration_limits)")
+
+
+def test_validated_limits_cannot_be_changed_afterwards() -> None:
+    spec = limit_set_from_fields("j", {**ARM, "soft_lower_limit": -0.5, "soft_upper_limit": 0.5}, "x")
+    with pytest.raises(Exception):
+        spec.hard.max_velocity = 100.0  # type: ignore[misc]
+    with pytest.raises(Exception):
+        spec.soft = None  # type: ignore[misc]
+    assert spec.hard.max_velocity == 2.0 and spec.soft is not None
+
+
+@pytest.mark.parametrize("value", [0.0, -0.5])
+def test_zero_or_negative_rate_limit_refused(value: float) -> None:
+    with pytest.raises(LimitsError, match="max_velocity must be a positive finite number"):
+        limit_set_from_fields("j", {**ARM, "max_velocity": value}, "x")
+
+
+def test_soft_limits_without_gains_have_no_spring() -> None:
+    from omni_vla_safety.limits import SoftJointLimits
+
+    spec = limit_set_from_fields("j", {**ARM, "soft_lower_limit": -0.5, "soft_upper_limit": 0.5}, "x")
+    assert spec.soft is not None and (spec.soft.k_position, spec.soft.k_velocity) == (0.0, 0.0)
+    assert (SoftJointLimits(min_position=-0.5, max_position=0.5).k_position,
+            SoftJointLimits(min_position=-0.5, max_position=0.5).k_velocity) == (0.0, 0.0)
+
+
+def test_equal_soft_limits_refused_whatever_the_float_objects() -> None:
+    with pytest.raises(LimitsError, match="must be below"):
+        limit_set_from_fields("j", {**ARM, "soft_lower_limit": float("0.5"), "soft_upper_limit": float("0.5")}, "x")
+
+
+@pytest.mark.parametrize("key", ["soft_lower_limit", "soft_upper_limit"])
+def test_half_specified_soft_limits_refused(key: str) -> None:
+    with pytest.raises(LimitsError, match="is missing while soft limits are enabled"):
+        limit_set_from_fields("j", {**ARM, key: 0.5 if key == "soft_upper_limit" else -0.5}, "x")
+
+
+def test_invalid_yaml_limits_file_refused_as_limits_error(tmp_path: Path) -> None:
+    from omni_vla_safety.limits import load_sources
+
+    path = tmp_path / "limits.yaml"
+    path.write_text("joint_limits: [a, b\n")
+    with pytest.raises(LimitsError, match="not valid YAML"):
+        load_sources(path)
+
+
+def test_provenance_found_under_a_node_followed_by_other_keys() -> None:
+    text = ("controller_manager:\n"
+            "  ros__parameters:\n"
+            "    joint_limits:\n"
+            "      j:\n"
+            "        has_velocity_limits: true\n"
+            "        max_velocity: 2.0\n"
+            "update_rate: 100\n")
+    assert yaml_sources(text, "l.yaml")["j"].origin["velocity"] == "l.yaml:6 joint_limits.j.max_velocity"
