@@ -182,3 +182,8 @@ def test_provenance_found_under_a_node_followed_by_other_keys() -> None:
             "        max_velocity: 2.0\n"
             "update_rate: 100\n")
     assert yaml_sources(text, "l.yaml")["j"].origin["velocity"] == "l.yaml:6 joint_limits.j.max_velocity"
+
+
+def test_empty_position_range_refused_whatever_the_float_objects() -> None:
+    with pytest.raises(LimitsError, match="min_position 0.5 must be below max_position 0.5"):
+        limit_set_from_fields("j", {**ARM, "min_position": float("0.5"), "max_position": float("0.5")}, "x")
