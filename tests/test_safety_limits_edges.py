@@ -187,3 +187,16 @@ def test_provenance_found_under_a_node_followed_by_other_keys() -> None:
 def test_empty_position_range_refused_whatever_the_float_objects() -> None:
     with pytest.raises(LimitsError, match="min_position 0.5 must be below max_position 0.5"):
         limit_set_from_fields("j", {**ARM, "min_position": float("0.5"), "max_position": float("0.5")}, "x")
+
+
+def test_enforced_limits_refusal_tells_how_to_complete_a_missing_limit(tmp_path: Path) -> None:
+    from omni_vla_safety.limits import load_enforced_limits
+
+    path = tmp_path / "limits.yaml"
+    path.write_text("joint_limits:\n  j:\n    has_velocity_limits: true\n    max_velocity: 1.0\n")
+    with pytest.raises(LimitsError) as exc:
+        load_enforced_limits(path, ["j"])
+    assert str(exc.value) == (
+        f"{path}: joint 'j' is missing position and acceleration limits (has_position_limits, "
+        "has_acceleration_limits); supply it in a joint_limits overlay (the supervisor enforces position, "
+        "velocity and acceleration limits)")
