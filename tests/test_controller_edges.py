@@ -198,6 +198,12 @@ def test_delay_is_the_p95_of_the_recent_window_not_the_max() -> None:
     assert ctl.latency_summary() == pytest.approx({"p50_ms": 50.0, "p95_ms": 50.0, "max_ms": 50.0})
 
 
+def test_latency_between_whole_periods_rounds_up_to_the_next_tick() -> None:
+    ctl = Controller(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=H), ScriptedLatency([2.4 * PERIOD]))
+    ctl.step(obs(), 0)
+    assert ctl.delay_ticks == 3
+
+
 def test_latency_summary_before_and_after_the_first_results() -> None:
     ctl = Controller(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=H), ScriptedLatency([0.1, 0.3, 0.2]))
     assert ctl.latency_summary() == {"p50_ms": 0.0, "p95_ms": 0.0, "max_ms": 0.0}
@@ -235,6 +241,12 @@ def test_status_counts_and_queue_depth_mid_run() -> None:
 def test_execution_horizon_from_one_to_the_chunk_length_is_accepted(s: int) -> None:
     ctl, _ = make(delay=0, s=s)
     assert ctl.step(obs(1.0), 0) is not None
+
+
+def test_execution_horizon_zero_is_refused_even_in_unvalidated_settings() -> None:
+    settings = LoopSettings().model_copy(update={"execution_horizon": 0})  # model_copy does not validate
+    with pytest.raises(ValueError, match="execution_horizon 0 must be in 1..H=16"):
+        Controller(settings, SyncInference(ToyRuntime()))
 
 
 # ----- reset ----------------------------------------------------------------------------------
