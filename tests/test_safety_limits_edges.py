@@ -135,6 +135,8 @@ def test_validated_limits_cannot_be_changed_afterwards() -> None:
         spec.hard.max_velocity = 100.0  # type: ignore[misc]
     with pytest.raises(Exception):
         spec.soft = None  # type: ignore[misc]
+    with pytest.raises(Exception):
+        spec.soft.k_position = 5.0  # type: ignore[misc, union-attr]
     assert spec.hard.max_velocity == 2.0 and spec.soft is not None
 
 
@@ -156,6 +158,8 @@ def test_soft_limits_without_gains_have_no_spring() -> None:
 def test_equal_soft_limits_refused_whatever_the_float_objects() -> None:
     with pytest.raises(LimitsError, match="must be below"):
         limit_set_from_fields("j", {**ARM, "soft_lower_limit": float("0.5"), "soft_upper_limit": float("0.5")}, "x")
+    with pytest.raises(LimitsError, match="soft_lower_limit 0.6 must be below soft_upper_limit 0.4"):
+        limit_set_from_fields("j", {**ARM, "soft_lower_limit": 0.6, "soft_upper_limit": 0.4}, "x")
 
 
 @pytest.mark.parametrize("key", ["soft_lower_limit", "soft_upper_limit"])
