@@ -249,6 +249,19 @@ def test_execution_horizon_zero_is_refused_even_in_unvalidated_settings() -> Non
         Controller(settings, SyncInference(ToyRuntime()))
 
 
+def test_more_joint_names_than_policy_actions_are_refused() -> None:
+    with pytest.raises(ValueError, match="9 joint_names .* 8 actions"):
+        Controller(LoopSettings(joint_names=[f"j{i}" for i in range(9)]), SyncInference(ToyRuntime()))
+
+
+def test_rtc_named_by_a_runtime_string_still_pins_the_prefix() -> None:
+    name = "".join(["r", "tc"])  # equal to "rtc", not the same object (e.g. read from a file)
+    settings = LoopSettings(execution_horizon=4, rate_hz=1 / PERIOD).model_copy(update={"strategy": name})
+    ctl = Controller(settings, SyncInference(ToyRuntime(), delay_ticks=2, period_s=PERIOD))
+    run(ctl, range(5))
+    assert ctl.last_prefix_len == 2
+
+
 # ----- reset ----------------------------------------------------------------------------------
 def test_reset_forgets_queued_and_in_flight_actions_but_keeps_the_instruction() -> None:
     rp = FakeReplanner()
@@ -364,7 +377,7 @@ def test_image_with_one_side_out_of_range_is_rejected(shape: tuple[int, int, int
         PolicyImage(64)(np.zeros(shape, np.uint8), np.zeros((1, 3, 64, 64), np.float32))
 
 
-@pytest.mark.parametrize("shape", [(64, 100, 3), (100, 64, 3)])
+@pytest.mark.parametrize("shape", [(64, 100, 3), (100, 64, 3), (32, 64, 3), (64, 32, 3)])
 def test_image_with_one_side_already_at_policy_size_is_still_resized(shape: tuple[int, int, int]) -> None:
     img = np.random.default_rng(2).integers(0, 256, shape, dtype=np.uint8)
     out = np.zeros((1, 3, 64, 64), np.float32)
@@ -379,3 +392,33 @@ def test_joint_velocities_not_one_per_name_read_as_zero(n_vel: int) -> None:
     store.put_joints(["j0", "j1", "j2", "j3"], [1.0, 2.0, 3.0, 4.0], [0.5] * n_vel)
     np.testing.assert_array_equal(store.obs["qpos"], [1, 2, 3, 4])
     np.testing.assert_array_equal(store.obs["qvel"], [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.bool_])
+def test_image_of_any_dtype_but_uint8_is_rejected(dtype) -> None:
+    with pytest.raises(ImageRejected, match="expected uint8"):
+        PolicyImage(64)(np.zeros((64, 64, 3), dtype), np.zeros((1, 3, 64, 64), np.float32))
+
+
+def test_rgb8_frame_is_stored_unchanged() -> None:
+    frame = np.random.default_rng(3).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    store = ObservationStore(["a"])
+    store.put_image("front", frame, "rgb8")
+    np.testing.assert_array_equal(store.obs["front"], frame)
+
+
+def test_joint_order_changing_between_messages_is_followed() -> None:
+    names = ["j0", "j1", "j2", "j3"]
+    store = ObservationStore(names)
+    store.put_joints(names[::-1], [3.0, 2.0, 1.0, 0.0], [])
+    np.testing.assert_array_equal(store.obs["qpos"], [0, 1, 2, 3])
+    store.put_joints(names, [4.0, 5.0, 6.0, 7.0], [])
+    np.testing.assert_array_equal(store.obs["qpos"], [4, 5, 6, 7])
+
+
+def test_joint_state_of_many_joints_keeps_positions_and_velocities() -> None:
+    names = [f"j{i}" for i in range(300)]
+    store = ObservationStore(names)
+    store.put_joints(names, np.arange(300.0), np.full(300, 0.5))
+    np.testing.assert_array_equal(store.obs["qpos"], np.arange(300.0))
+    np.testing.assert_array_equal(store.obs["qvel"], np.full(300, 0.5))
