@@ -76,3 +76,43 @@ def test_share_dir_found_under_the_install_prefix_without_ament(tmp_path: Path,
     assert config_module.share_dir() == tmp_path / "share" / "omni_vla"
     (tmp_path / "share" / "omni_vla" / "only_installed.yaml").write_text("x: 1\n")
     assert resolve_path("only_installed.yaml") == tmp_path / "share" / "omni_vla" / "only_installed.yaml"
+
+
+SLOW = {"command_timeout_s": 4.0, "joint_state_timeout_s": 4.0}  # two periods even at 0.5 Hz
+
+
+@pytest.mark.parametrize("field, refused, accepted", [
+    ("rate_hz", [0.0, -1.0, 1000.5], [0.5, 1000.0]),
+    ("command_timeout_s", [10.5], [10.0]),
+    ("joint_state_timeout_s", [10.5], [10.0]),
+    ("max_future_stamp_s", [-0.5, 1.5], [0.0, 1.0]),
+    ("target_horizon_s", [-0.5, 1.5], [0.0, 1.0]),
+    ("limit_margin", [-0.1, 0.6], [0.0, 0.5]),
+    ("status_period_s", [0.0, -0.5, 60.5], [0.5, 60.0]),
+    ("diagnostics_period_s", [0.0, -0.5, 60.5], [0.5, 60.0]),
+])
+def test_parameter_ranges_refuse_beyond_and_accept_up_to_their_bounds(field: str, refused: list[float],
+                                                                     accepted: list[float]) -> None:
+    for value in refused:
+        with pytest.raises(ValidationError, match=field):
+            SupervisorConfig(**{**SLOW, field: value})
+    for value in accepted:
+        assert getattr(SupervisorConfig(**{**SLOW, field: value}), field) == value
+
+
+def test_duplicate_joint_names_refused_even_with_per_joint_lists() -> None:
+    with pytest.raises(ValidationError, match="joint_names must be unique"):
+        SupervisorConfig(joint_names=["a", "b", "a"], max_relative_target=[0.1] * 3,
+                         out_of_range_tolerance=[0.1] * 3)
+
+
+def test_timeout_refusal_states_the_two_period_floor() -> None:
+    with pytest.raises(ValidationError, match=r"\(0\.0200 s at rate_hz 100\.0\)"):
+        SupervisorConfig(command_timeout_s=0.015)
+
+
+def test_config_cannot_be_changed_after_validation() -> None:
+    cfg = SupervisorConfig()
+    with pytest.raises(ValidationError):
+        cfg.rate_hz = 0.0  # type: ignore[misc]
+    assert cfg.rate_hz == 100.0
