@@ -254,6 +254,14 @@ def test_more_joint_names_than_policy_actions_are_refused() -> None:
         Controller(LoopSettings(joint_names=[f"j{i}" for i in range(9)]), SyncInference(ToyRuntime()))
 
 
+def test_policy_with_hundreds_of_actions_is_accepted() -> None:
+    class Wide(ToyRuntime):
+        action_dim = 300
+
+    wide = SyncInference(Wide())
+    Controller(LoopSettings(joint_names=[f"j{i}" for i in range(300)]), wide)
+
+
 def test_rtc_named_by_a_runtime_string_still_pins_the_prefix() -> None:
     name = "".join(["r", "tc"])  # equal to "rtc", not the same object (e.g. read from a file)
     settings = LoopSettings(execution_horizon=4, rate_hz=1 / PERIOD).model_copy(update={"strategy": name})
