@@ -204,6 +204,12 @@ def test_latency_between_whole_periods_rounds_up_to_the_next_tick() -> None:
     assert ctl.delay_ticks == 3
 
 
+def test_negative_latency_from_disagreeing_clocks_never_gives_a_negative_delay() -> None:
+    ctl = Controller(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=H), ScriptedLatency([-4 * PERIOD]))
+    ctl.step(obs(), 0)
+    assert ctl.delay_ticks == 0
+
+
 def test_latency_summary_before_and_after_the_first_results() -> None:
     ctl = Controller(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=H), ScriptedLatency([0.1, 0.3, 0.2]))
     assert ctl.latency_summary() == {"p50_ms": 0.0, "p95_ms": 0.0, "max_ms": 0.0}
@@ -294,7 +300,10 @@ def test_cloud_plan_right_after_a_reset_runs_whole() -> None:
     ctl.reset()
     rp.plans[5] = plan(20)
     assert ctl.step(obs(1.0), 5)[0] == pytest.approx(100.0)
-    assert ctl.queue.remaining(5) == 20, "the plan is not cut to the delay as after an instruction change"
+    assert ctl.queue.remaining(5) == 20
+    assert ctl.step(obs(1.0), 6)[0] == pytest.approx(101.0)  # the local chunk in flight is discarded here
+    assert ctl.queue.remaining(6) == 19, "the plan is not cut to the delay as after an instruction change"
+    assert ctl.counts["requests"] == 2, "no local request while more than H - s plan rows are left"
 
 
 # ----- cloud plans ----------------------------------------------------------------------------
