@@ -116,3 +116,10 @@ def test_config_cannot_be_changed_after_validation() -> None:
     with pytest.raises(ValidationError):
         cfg.rate_hz = 0.0  # type: ignore[misc]
     assert cfg.rate_hz == 100.0
+
+
+def test_a_one_joint_supervisor_accepted_and_an_empty_one_refused() -> None:
+    one = SupervisorConfig(joint_names=["gripper"], max_relative_target=[0.01], out_of_range_tolerance=[0.0])
+    assert one.joint_names == ["gripper"]
+    with pytest.raises(ValidationError, match="joint_names"):
+        SupervisorConfig(joint_names=[], max_relative_target=[0.01], out_of_range_tolerance=[0.0])
