@@ -439,3 +439,37 @@ def test_joint_state_of_many_joints_keeps_positions_and_velocities() -> None:
     store.put_joints(names, np.arange(300.0), np.full(300, 0.5))
     np.testing.assert_array_equal(store.obs["qpos"], np.arange(300.0))
     np.testing.assert_array_equal(store.obs["qvel"], np.full(300, 0.5))
+
+
+def test_bgr8_named_by_a_runtime_string_is_still_converted() -> None:
+    encoding = "".join(["bgr", "8"])  # equal to "bgr8", not the same object (e.g. from a ROS message)
+    frame = np.random.default_rng(4).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    bgr = np.ascontiguousarray(frame[:, :, ::-1])
+    out = np.zeros((1, 3, 64, 64), np.float32)
+    PolicyImage(64)(bgr, out, encoding)
+    np.testing.assert_array_equal(out[0], frame.transpose(2, 0, 1) / np.float32(255.0))
+    store = ObservationStore(["a"])
+    store.put_image("front", bgr, encoding)
+    np.testing.assert_array_equal(store.obs["front"], frame)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 3, 1), (64, 64, 2)])
+def test_image_that_is_not_three_channel_hwc_is_rejected(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ImageRejected, match=r"expected \[H, W, 3\]"):
+        PolicyImage(64)(np.zeros(shape, np.uint8), np.zeros((1, 3, 64, 64), np.float32))
+
+
+def test_joint_state_with_more_positions_than_names_is_rejected() -> None:
+    from omni_vla.core.perception import JointStateRejected
+
+    store = ObservationStore(["j0", "j1"])
+    with pytest.raises(JointStateRejected, match="2 names but 3 positions"):
+        store.put_joints(["j0", "j1"], [0.0, 1.0, 2.0], [])
+
+
+def test_frame_growing_in_size_is_stored_at_its_new_size() -> None:
+    store = ObservationStore(["a"])
+    store.put_image("front", np.zeros((48, 64, 3), np.uint8), "rgb8")
+    big = np.full((128, 128, 3), 7, np.uint8)
+    store.put_image("front", big, "bgr8")
+    np.testing.assert_array_equal(store.obs["front"], big)
