@@ -14,7 +14,8 @@ new command velocity v' (q' = q + v' dt) is chosen from nested intervals, highes
    every command, and the next tick can always decelerate within D (proof: B(x') >= v' - D dt).
    Outside the range (a robot that starts there) only motion back towards it is allowed.
 2. acceleration (speeding up) / deceleration (slowing down, sign of the last velocity),
-3. jerk against the last command's acceleration,
+3. in a stop: no reversal of the direction of motion (a stop ends at rest, never beyond it),
+   then jerk against the last command's acceleration,
 4. max step from the measured position (LeRobot's max_relative_target), braked for like the range,
 5. soft-limit spring (ros2_control SoftJointLimits k_position),
 6. no-overshoot approach of the target, clamped into the range (not a limit; never reported).
@@ -203,6 +204,14 @@ class CommandLimiter:
                 else:
                     lo, lk = hi, DECELERATION
                 recs.append((DECELERATION + "_yielded", i, self.dec[i], v, 0.0))
+            if target is None:
+                # A stop never reverses a joint: where jerk binds, a stop that starts while the
+                # acceleration is large and the velocity near zero would overshoot zero under the jerk
+                # limit; the jerk yields instead (reported), the direction of motion does not.
+                if v >= 0.0 and lo < 0.0 <= hi:
+                    lo = 0.0
+                elif v <= 0.0 and hi > 0.0 >= lo:
+                    hi = 0.0
             j2 = self._jdt2[i]
             if j2 < inf:
                 base = v + ac[i] * dt

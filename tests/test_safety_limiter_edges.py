@@ -355,3 +355,14 @@ def test_uniform_scaling_reports_the_binding_joint_and_nothing_when_none_binds()
     lim.limit(target, None)
     scale = [r for r in lim.interventions if r[0] == "uniform_scale"]
     assert len(scale) == 1 and scale[0][1] == 1 and 0.0 < scale[0][2] < 1.0
+
+
+@pytest.mark.parametrize("x", [1e-6, 1e-3, 0.01, 0.3])
+def test_jerk_phase_braking_allows_exactly_the_acceleration_that_ends_at_rest(x: float) -> None:
+    """At 1 kHz jerk binds: the largest |a| whose jerk-limited ramp to zero uses up the velocity x left
+    satisfies the discrete braking relation a^2 + 2 J dt a = 2 J x (as the range's v^2 + 2 D dt v = 2 D x)."""
+    lim = CommandLimiter(PANDA, [PANDA_LIMITS[j] for j in PANDA], 0.001)
+    for i in range(len(PANDA) - 1):  # the arm joints: jerk limited
+        j, dt = lim.jerk[i], lim.dt
+        a = lim._brake_accel(i, x)
+        assert a > 0 and a * a + 2 * j * dt * a == pytest.approx(2 * j * x, rel=1e-9)

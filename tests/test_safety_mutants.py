@@ -380,11 +380,8 @@ def test_whole_body_joint_state_with_hundreds_of_extra_joints_is_accepted() -> N
     assert rig.sup.on_joint_state(names, [0.0] * 300 + HOME[::-1], 0.0)
     assert rig.sup.measured == HOME and rig.sup.state == HOLD
 
-# --- known open invariant violation (found by hypothesis during the mutation run) -----------------
+# --- an invariant violation hypothesis found during the mutation run, fixed in the limiter -----------
 
-@pytest.mark.xfail(strict=True, reason="open: a watchdog stop starting while a joint passes through zero "
-                                       "velocity with a large acceleration reverses it at 1 kHz (jerk-limited "
-                                       "stop overshoots zero); the oracle reports stop_reversed")
 def test_watchdog_stop_at_1khz_with_uniform_scaling_never_reverses_a_joint() -> None:
     import test_safety_invariants as inv  # the module, not its test names (not collected twice)
 
