@@ -13,7 +13,7 @@ from omni_vla_safety.limiter import (
 )
 from omni_vla_safety.limits import load_limit_sets, parse_joint_limits_yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 PANDA_LIMITS = load_limit_sets(REPO / "config" / "joint_limits.yaml")
 SETS = [PANDA_LIMITS[j] for j in PANDA]
@@ -366,3 +366,51 @@ def test_jerk_phase_braking_allows_exactly_the_acceleration_that_ends_at_rest(x:
         j, dt = lim.jerk[i], lim.dt
         a = lim._brake_accel(i, x)
         assert a > 0 and a * a + 2 * j * dt * a == pytest.approx(2 * j * x, rel=1e-9)
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_a_stop_at_rest_on_a_position_limit_holds_there_whatever_acceleration_it_arrived_with(upper: bool) -> None:
+    """At 1 kHz (jerk binds) a joint that braked to rest exactly on its limit still carries the braking
+    acceleration: a stop must not let the jerk window restart it away from the limit."""
+    lim = CommandLimiter(PANDA, SETS, 0.001)
+    start = list(HOME)
+    start[0] = lim.hi[0] if upper else lim.lo[0]
+    lim.reset(start)
+    lim.a[0] = (-1.0 if upper else 1.0) * lim.dec[0]  # arrived braking towards the limit
+    for _ in range(3):
+        lim.stop()
+        assert lim.q[0] == start[0] and lim.v[0] == 0.0
+
+
+def test_a_joint_without_soft_limits_reports_an_unbounded_soft_limit_on_both_sides() -> None:
+    sets = parse_joint_limits_yaml(ASYM)
+    lim = CommandLimiter(["a", "b"], [sets["a"], sets["b"]], DT)
+    assert lim.limit_value("soft_limit", 1, False) == -math.inf
+    assert lim.limit_value("soft_limit", 1, True) == math.inf
+
+
+TIE = """
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 3.0
+    has_jerk_limits: true
+    max_jerk: 300.0
+"""
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tie_between_the_acceleration_and_jerk_bounds_is_reported_as_the_higher_priority_acceleration(
+        sign: float) -> None:
+    """J dt^2 == A dt (300 * 0.01^2 == 3 * 0.01): from rest both bounds are the same number; the
+    report names the higher-priority limit, as for every tie between nested intervals."""
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(TIE)["a"]], DT)
+    lim.reset([0.0])
+    assert lim._adt[0] == lim._jdt2[0]
+    lim.limit([0.9 * sign], None)
+    assert lim.interventions == [("acceleration", 0, 3.0, 90.0 * sign, 0.03 * sign)]
