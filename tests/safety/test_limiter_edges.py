@@ -414,3 +414,65 @@ def test_a_tie_between_the_acceleration_and_jerk_bounds_is_reported_as_the_highe
     assert lim._adt[0] == lim._jdt2[0]
     lim.limit([0.9 * sign], None)
     assert lim.interventions == [("acceleration", 0, 3.0, 90.0 * sign, 0.03 * sign)]
+
+
+def _one_joint(lo: float, hi: float) -> object:
+    return parse_joint_limits_yaml(f"""
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: {lo}
+    max_position: {hi}
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 3.0
+""")["a"]
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_a_measurement_exactly_one_max_step_beyond_a_joint_resting_on_its_limit_yields_nothing(upper: bool) -> None:
+    """The max-step window [0, ...] only touches the allowed [..., 0] at the limit: they intersect
+    (the command 0 meets both), so no max_step_yielded is reported."""
+    lim = CommandLimiter(["a"], [_one_joint(-1.0, 1.0)], DT, max_relative_target=[0.5])
+    edge = 1.0 if upper else -1.0
+    lim.reset([edge])
+    lim.limit([0.0], [edge * 1.5])
+    assert not any(r[0].endswith("_yielded") for r in lim.interventions)
+    assert lim.q[0] == edge and lim.v[0] == 0.0
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_a_joint_a_hair_inside_its_limit_lands_on_it_where_rounding_would_step_past(upper: bool) -> None:
+    """1e-100 inside a limit at 0.0: q - B(x) dt rounds past the limit (by ~1e-116); the command lands
+    exactly on the limit instead of stalling where it is."""
+    lo, hi = (-1.0, 0.0) if upper else (0.0, 1.0)
+    lim = CommandLimiter(["a"], [_one_joint(lo, hi)], DT)
+    q0 = -1e-100 if upper else 1e-100
+    lim.reset([q0])
+    lim.limit([1.0 if upper else -1.0], None)
+    assert lim.q[0] == 0.0
+
+
+def test_intervention_kinds_built_at_runtime_are_described_and_valued_like_the_constants() -> None:
+    """Records may come back from a log or another process: kinds compare by value, not identity."""
+    def k(s: str) -> str:
+        return "".join(list(s))  # an equal string that is not the interned constant
+    assert describe((k("uniform_scale_infeasible"), -1, 0.0, 1.0, 0.0), PANDA) == \
+        "uniform scaling infeasible this period: joints limited independently"
+    assert describe((k("uniform_scale"), 1, 0.5, 1.0, 0.5), PANDA) == \
+        "panda_joint2: all joints scaled by 0.5000 to keep the direction of motion"
+    sets = parse_joint_limits_yaml(TIE)
+    lim = CommandLimiter(["a"], [sets["a"]], DT)
+    assert lim.limit_value(k("position"), 0, True) == 1.0 and lim.limit_value(k("position"), 0, False) == -1.0
+    assert lim.limit_value(k("soft_limit"), 0, True) == math.inf
+
+
+def test_a_fresh_limiter_before_any_reset_is_at_rest_at_zero() -> None:
+    """Until reset, the command state is rest at 0: the first commands equal those after reset([0, ...])."""
+    fresh = CommandLimiter(PANDA, SETS, 0.001)
+    assert fresh.stopped and fresh.q == [0.0] * 8 and fresh.a == [0.0] * 8
+    zero = CommandLimiter(PANDA, SETS, 0.001)
+    zero.reset([0.0] * 8)
+    for _ in range(5):
+        assert list(fresh.limit(HOME, None)) == list(zero.limit(HOME, None))
