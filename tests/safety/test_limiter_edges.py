@@ -476,3 +476,67 @@ def test_a_fresh_limiter_before_any_reset_is_at_rest_at_zero() -> None:
     zero.reset([0.0] * 8)
     for _ in range(5):
         assert list(fresh.limit(HOME, None)) == list(zero.limit(HOME, None))
+
+
+SOFT_TIE = """
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 1.5625
+    soft_lower_limit: -0.5
+    soft_upper_limit: 0.5
+    k_position: 16.0
+"""
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tie_between_the_acceleration_and_soft_limit_bounds_is_reported_as_the_higher_priority_acceleration(
+        sign: float) -> None:
+    """2^-10 inside a soft limit with k = 16: the spring bound is 2^-6, exactly A dt (1.5625 * 0.01)."""
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(SOFT_TIE)["a"]], DT)
+    lim.reset([sign * (2.0 ** -10 - 0.5)])
+    assert lim._adt[0] == 2.0 ** -6
+    lim.limit([-0.9 * sign], None)
+    assert lim.interventions == [("acceleration", 0, 1.5625, -0.09765625 * sign, -0.015625 * sign)]
+
+
+def test_jerk_never_binds_when_j_dt_equals_a_plus_d_commands_as_without_a_jerk_limit() -> None:
+    """J dt == A + D (600 * 0.01 == 3 + 3): every velocity the rate windows allow is within the jerk
+    window, so a move and a stop are command for command those of the same joint without jerk limit."""
+    base = """
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 3.0
+"""
+    jerky = CommandLimiter(["a"], [parse_joint_limits_yaml(base + "    has_jerk_limits: true\n    max_jerk: 600.0\n")["a"]], DT)
+    plain = CommandLimiter(["a"], [parse_joint_limits_yaml(base)["a"]], DT)
+    assert jerky.jerk[0] * DT == jerky.acc[0] + jerky.dec[0]
+    for lim in (jerky, plain):
+        lim.reset([-0.8])
+    for tick in range(120):
+        if tick < 60:
+            assert jerky.limit([0.8], None)[0] == pytest.approx(plain.limit([0.8], None)[0], abs=1e-12)
+        else:
+            assert jerky.stop()[0] == pytest.approx(plain.stop()[0], abs=1e-12)
+    assert jerky.stopped and plain.stopped
+
+
+def test_uniform_scale_record_names_the_unscaled_request_and_the_applied_scale() -> None:
+    lim = panda(uniform_scaling=True, target_horizon_s=1.0)
+    target = list(HOME)
+    target[1] += 2.0
+    target[0] += 0.1
+    lim.limit(target, None)
+    (rec,) = [r for r in lim.interventions if r[0] == "uniform_scale"]
+    assert rec[1] == 1 and rec[3] == 1.0 and rec[4] == rec[2]
