@@ -540,3 +540,18 @@ def test_uniform_scale_record_names_the_unscaled_request_and_the_applied_scale()
     lim.limit(target, None)
     (rec,) = [r for r in lim.interventions if r[0] == "uniform_scale"]
     assert rec[1] == 1 and rec[3] == 1.0 and rec[4] == rec[2]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_approach_is_not_reported_when_it_coincides_with_the_deceleration_bound(sign: float) -> None:
+    """Moving at B(x) + D dt towards a target x away: the approach cap B(x) equals the deceleration
+    bound exactly; the command is the approach's (shaping, not an intervention), so nothing is reported."""
+    lim = CommandLimiter(["a"], [_one_joint(-1.0, 1.0)], DT)
+    x = 2.0 ** -5
+    b = lim.brake_speed(0, x)
+    lim.reset([0.25 * sign])
+    lim.v[0] = sign * (b + lim._ddt[0])
+    assert lim.v[0] - sign * lim._ddt[0] == sign * b  # the tie is exact
+    lim.limit([sign * (0.25 + x)], None)
+    assert lim.interventions == []
+    assert lim.v[0] == pytest.approx(sign * b)
