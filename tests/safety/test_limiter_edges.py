@@ -555,3 +555,14 @@ def test_the_approach_is_not_reported_when_it_coincides_with_the_deceleration_bo
     lim.limit([sign * (0.25 + x)], None)
     assert lim.interventions == []
     assert lim.v[0] == pytest.approx(sign * b)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_three_way_tie_of_acceleration_max_step_and_soft_limit_is_reported_as_the_acceleration(sign: float) -> None:
+    """The measurement lags far behind: the max-step window yields onto the acceleration bound 2^-6, which
+    the soft spring (2^-10 inside, k = 16) also meets exactly; the report keeps the higher-priority kind."""
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(SOFT_TIE)["a"]], DT, max_relative_target=[0.1])
+    lim.reset([sign * (2.0 ** -10 - 0.5)])
+    lim.limit([-0.9 * sign], [-1.0 * sign])
+    assert [r[0] for r in lim.interventions] == ["max_step_yielded", "acceleration"]
+    assert lim.interventions[1] == ("acceleration", 0, 1.5625, -0.09765625 * sign, -0.015625 * sign)
