@@ -566,3 +566,42 @@ def test_a_three_way_tie_of_acceleration_max_step_and_soft_limit_is_reported_as_
     lim.limit([-0.9 * sign], [-1.0 * sign])
     assert [r[0] for r in lim.interventions] == ["max_step_yielded", "acceleration"]
     assert lim.interventions[1] == ("acceleration", 0, 1.5625, -0.09765625 * sign, -0.015625 * sign)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_max_step_window_is_braked_for_on_both_sides_when_the_robot_does_not_follow(sign: float) -> None:
+    """The measurement stays put, the target is far: the command brakes into the window's edge and
+    stops on it, never beyond and without any yield."""
+    lim = CommandLimiter(["a"], [_one_joint(-1.0, 1.0)], DT, max_relative_target=[0.1])
+    lim.reset([0.0])
+    for _ in range(100):
+        lim.limit([-0.9 * sign], [0.0])
+        assert abs(lim.q[0]) <= 0.1
+        assert not any(r[0].endswith("_yielded") for r in lim.interventions)
+    assert lim.q[0] == pytest.approx(-0.1 * sign) and lim.stopped
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_joint_just_outside_its_soft_range_returns_at_the_spring_speed_that_equals_the_acceleration_bound(
+        sign: float) -> None:
+    """2^-10 beyond the soft limit with k = 16: the spring asks 2^-6 back, exactly A dt; the joint
+    heads back at that speed (never held outside)."""
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(SOFT_TIE)["a"]], DT)
+    lim.reset([sign * (0.5 + 2.0 ** -10)])
+    lim.limit([0.0], None)
+    assert lim.v[0] == pytest.approx(-sign * 2.0 ** -6)
+    assert [r[0] for r in lim.interventions] == ["acceleration"]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tie_between_the_deceleration_and_max_step_bounds_is_reported_as_the_higher_priority_deceleration(
+        sign: float) -> None:
+    """Measured 0.5 + 2^-8 ahead with a 0.5 max step: the window's near edge is 2^-8 / dt, exactly the
+    deceleration bound of the current velocity; the report keeps the deceleration."""
+    lim = CommandLimiter(["a"], [_one_joint(-1.0, 1.0)], DT, max_relative_target=[0.5])
+    lim.reset([0.0])
+    w = 2.0 ** -8 / DT
+    lim.v[0] = sign * (w + lim._ddt[0])
+    assert lim.v[0] - sign * lim._ddt[0] == sign * w  # the tie is exact
+    lim.limit([0.0], [sign * (0.5 + 2.0 ** -8)])
+    assert lim.interventions == [("deceleration", 0, 3.0, 0.0, sign * w)]
