@@ -605,3 +605,36 @@ def test_a_tie_between_the_deceleration_and_max_step_bounds_is_reported_as_the_h
     assert lim.v[0] - sign * lim._ddt[0] == sign * w  # the tie is exact
     lim.limit([0.0], [sign * (0.5 + 2.0 ** -8)])
     assert lim.interventions == [("deceleration", 0, 3.0, 0.0, sign * w)]
+
+
+def test_a_small_move_within_every_limit_is_commanded_at_the_horizon_velocity() -> None:
+    """Nothing binds: the command velocity is exactly the target error over the target horizon (0.3 s)."""
+    lim = panda(target_horizon_s=0.3)
+    target = list(HOME)
+    target[0] += 1e-4
+    lim.limit(target, None)
+    assert lim.interventions == []
+    assert lim.v[0] == pytest.approx(1e-4 / 0.3, rel=1e-9)
+
+
+def test_moves_and_stops_at_1khz_mirror_each_other_command_for_command() -> None:
+    """Joint 1 of the Panda has symmetric limits: a move towards -2.5 then a stop is the exact mirror of
+    the move towards +2.5 and its stop (the jerk-phase approach applies on both sides)."""
+    runs = []
+    for sign in (1.0, -1.0):
+        lim = CommandLimiter(PANDA, SETS, 0.001, target_horizon_s=0.0)
+        lim.reset(HOME)
+        target = list(HOME)
+        target[0] = 2.5 * sign
+        path = [lim.limit(target, None)[0] for _ in range(300)]
+        while not lim.stopped and len(path) < 2000:
+            path.append(lim.stop()[0])
+        runs.append(path)
+    assert len(runs[0]) == len(runs[1]) < 2000
+    assert runs[1] == pytest.approx([-q for q in runs[0]], abs=1e-12)
+
+
+def test_a_limiter_for_hundreds_of_joints_accepts_one_max_step_per_joint() -> None:
+    n = 300
+    lim = CommandLimiter([f"j{i}" for i in range(n)], [_one_joint(-1.0, 1.0)] * n, DT, max_relative_target=[0.1] * n)
+    assert lim.max_step == [0.1] * n
