@@ -638,3 +638,32 @@ def test_a_limiter_for_hundreds_of_joints_accepts_one_max_step_per_joint() -> No
     n = 300
     lim = CommandLimiter([f"j{i}" for i in range(n)], [_one_joint(-1.0, 1.0)] * n, DT, max_relative_target=[0.1] * n)
     assert lim.max_step == [0.1] * n
+
+
+JERKY = """
+joint_limits:
+  a:
+    has_position_limits: true
+    min_position: -1.0
+    max_position: 1.0
+    has_velocity_limits: true
+    max_velocity: 2.0
+    has_acceleration_limits: true
+    max_acceleration: 15.0
+    has_jerk_limits: true
+    max_jerk: 7500.0
+"""
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_stop_whose_jerk_window_just_reaches_zero_comes_to_rest_without_a_yield(sign: float) -> None:
+    """dt = 2^-10, v = 2^-8 braking so hard that v + a dt + J dt^2 == 0 exactly: the jerk window only
+    touches rest, which the stop takes (no speeding up, nothing yielded)."""
+    dt = 2.0 ** -10
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(JERKY)["a"]], dt)
+    lim.reset([0.0])
+    v, j2 = sign * 2.0 ** -8, lim._jdt2[0]
+    lim.v[0], lim.a[0] = v, -(v + sign * j2) / dt
+    assert abs(lim.a[0]) <= lim.dec[0] and v + lim.a[0] * dt + sign * j2 == 0.0  # an exact touch
+    lim.stop()
+    assert lim.v[0] == 0.0 and lim.interventions == []
