@@ -667,3 +667,23 @@ def test_a_stop_whose_jerk_window_just_reaches_zero_comes_to_rest_without_a_yiel
     assert abs(lim.a[0]) <= lim.dec[0] and v + lim.a[0] * dt + sign * j2 == 0.0  # an exact touch
     lim.stop()
     assert lim.v[0] == 0.0 and lim.interventions == []
+
+
+@pytest.mark.parametrize("margin", [1.5, 2.0, math.inf, math.nan])
+def test_limiter_refuses_a_margin_above_one_or_undefined(margin: float) -> None:
+    with pytest.raises(ValueError, match=r"margin must be in \[0, 1\)"):
+        CommandLimiter(PANDA, SETS, DT, margin=margin)
+
+
+def test_uniform_scaling_reports_only_the_binding_joint_not_the_joints_it_slows() -> None:
+    """Joint 2 binds; joints 1 and 3 are slowed by the common scale within their own limits: that is
+    the uniform_scale record, not a limit of theirs."""
+    lim = panda(uniform_scaling=True, target_horizon_s=1.0)
+    target = list(HOME)
+    target[1] += 2.0
+    target[0] += 0.1
+    target[2] -= 0.1
+    lim.limit(target, None)
+    assert [r[1] for r in lim.interventions if r[0] == "uniform_scale"] == [1]
+    assert [r for r in lim.interventions if r[1] in (0, 2)] == []
+    assert 0.0 < lim.v[0] < 0.1 and -0.1 < lim.v[2] < 0.0
