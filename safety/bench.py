@@ -2,7 +2,7 @@
 
 With `--fuzz N`, instead: N hostile steps per robot description and rate (100 Hz, 1 kHz) through
 the supervisor, every output judged by the independent oracle of the test suite
-(tests/safety_oracle.py, loaded from the source checkout: it is written apart from safety/),
+(tests/safety/safety_oracle.py, loaded from the source checkout: it is written apart from safety/),
 reporting violations by kind and steps per second.
 
 Measured in-process, one thread, on a moving command stream (sinusoids inside the Panda
@@ -88,9 +88,10 @@ def measure(n_joints: int, repetitions: int, limits_file: str) -> dict[str, obje
 def fuzz(steps: int, chunk: int, rates: Sequence[float]) -> dict[str, object]:
     """Run the oracle-checked hostile generator; seeds differ per chunk so starts and faults vary."""
     tests = Path(__file__).resolve().parent.parent / "tests"
-    if not (tests / "safety_oracle.py").is_file():
-        raise FileNotFoundError(f"{tests / 'safety_oracle.py'}: the oracle lives in the source checkout's tests/")
-    sys.path.insert(0, str(tests))
+    if not (tests / "safety" / "safety_oracle.py").is_file():
+        raise FileNotFoundError(f"{tests / 'safety' / 'safety_oracle.py'}: the oracle lives in the source "
+                                "checkout's tests/safety/")
+    sys.path[:0] = [str(tests / "safety"), str(tests / "support")]
     safety_fuzz = importlib.import_module("safety_fuzz")
     robots = importlib.import_module("safety_robots").fuzz_robots()
     runs = []

@@ -113,7 +113,7 @@ def config_from_yaml(path: str | Path) -> SupervisorConfig:
 def share_dir() -> Path | None:
     """The package's installed share directory, if ament knows it (or the install prefix has it)."""
     try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory  # optional: only in a sourced ROS install
 
         try:
             return Path(get_package_share_directory(PACKAGE))

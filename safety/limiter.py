@@ -82,8 +82,6 @@ class CommandLimiter:
         self.max_step = [s if s > 0 else inf for s in steps] if steps else [inf] * n
         self.lo: list[float] = []
         self.hi: list[float] = []
-        self.hard_lo: list[float] = []
-        self.hard_hi: list[float] = []
         self.vmax: list[float] = []
         self.acc: list[float] = []
         self.dec: list[float] = []
@@ -96,8 +94,6 @@ class CommandLimiter:
             lo, hi = spec.position_range
             self.lo.append(lo)
             self.hi.append(hi)
-            self.hard_lo.append(hard.min_position if hard.has_position_limits else -inf)
-            self.hard_hi.append(hard.max_position if hard.has_position_limits else inf)
             self.vmax.append(keep * hard.max_velocity)
             acc = keep * hard.max_acceleration
             # ros2_control: without a deceleration limit, slowing down is bounded by max_acceleration.

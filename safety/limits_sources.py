@@ -2,7 +2,7 @@
 
 The supervisor must not import mujoco or a URDF library: it has to keep running when
 those stacks are broken, so it reads the few attributes it needs itself, following the
-rules MuJoCo's compiler applies (checked against MuJoCo in tests/test_safety_limits_robots.py):
+rules MuJoCo's compiler applies (checked against MuJoCo in tests/safety/test_limits_robots.py):
 - MJCF `<include file>` anywhere, recursively; the path is tried relative to the main
   model's directory first, then the including file's; a file included twice is an error.
 - `<compiler angle autolimits>` may sit in any included file; the last value of each
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from xml.parsers import expat
 
-from omni_vla_safety.limits import JointLimitSet, JointSource, LimitsError, limit_set_from_fields
+from omni_vla_safety.limit_models import JointLimitSet, JointSource, LimitsError, limit_set_from_fields
 
 _ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper", "cylinder",
                   "muscle", "adhesion")

@@ -1,8 +1,16 @@
-"""Shared test set-up: headless EGL rendering and DDS isolation per test run."""
+"""Shared test set-up: headless EGL rendering, DDS isolation per test run, and the import path.
+
+Tests live in folders mirroring the packages (core/, runtime/, inference/, cloud/, ros/, safety/, sim/,
+policies/, tools/); shared doubles and fixtures in support/ and in the test modules that other
+folders reuse (e.g. inference/test_inference.py's ToyRuntime, whose factory the worker process
+imports by module name). Every folder goes on sys.path, so those modules import by their names.
+"""
 from __future__ import annotations
 
 import os
 import random
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +19,11 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # One random DDS domain for this pytest process, so concurrent runs never cross-talk.
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted(p for p in _TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "data"))):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 def pytest_configure(config: pytest.Config) -> None:

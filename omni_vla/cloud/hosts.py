@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from omni_vla.cloud.network import PlanNetwork
 
 # Loaded by name, and only in the process that runs the network side (websockets, msgpack, cv2): the
-# tick's process imports this module and must not load them (tests/test_openpi_network_process.py).
+# tick's process imports this module and must not load them (tests/cloud/test_network_process.py).
 NETWORK_MODULE = "omni_vla.cloud.network"
 
 

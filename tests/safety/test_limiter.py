@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from omni_vla_safety.limiter import CommandLimiter
 from omni_vla_safety.limits import JointLimitSet, load_limit_sets, parse_joint_limits_yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 PANDA_LIMITS = load_limit_sets(REPO / "config" / "joint_limits.yaml")
 DT = 0.01

@@ -9,7 +9,7 @@ import yaml
 
 from omni_vla.ros.graph import ROBOT_NODES, SIM_NODES, config_dir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _imports(path: Path) -> set[str]:

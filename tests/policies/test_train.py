@@ -91,7 +91,7 @@ def test_normalisation_statistics_travel_in_the_model_buffers(demos: Path, tmp_p
 
 
 def test_config_file_and_overrides_are_validated(tmp_path: Path) -> None:
-    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "policy.yaml", {"max_steps": 7, "model.width": 64})
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "policy.yaml", {"max_steps": 7, "model.width": 64})
     assert cfg.max_steps == 7 and cfg.model.width == 64 and cfg.model.horizon == 16
     bad = tmp_path / "bad.yaml"
     bad.write_text("batch_sise: 3\n")

@@ -2,7 +2,7 @@
 
 `Rig` pairs a `Supervisor` with a `tests.safety_oracle.Oracle` and a robot that tracks the
 published command perfectly; its event methods are the vocabulary of the hypothesis state
-machine (tests/test_safety_invariants.py) and of `omni-vla bench safety --fuzz N`, which
+machine (tests/safety/test_invariants.py) and of `omni-vla bench safety --fuzz N`, which
 draws them from a seeded generator (`run_random`).
 """
 from __future__ import annotations

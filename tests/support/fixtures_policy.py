@@ -119,7 +119,7 @@ def make_tiny_checkpoint(seed: int = 0, **config_overrides: object) -> dict:
         "normalization": stats, "joint_names": JOINT_NAMES, "control_rate_hz": 20.0,
         "instructions": texts, "instruction_embeddings": random_embeddings(texts, cfg.embedding_dim, seed),  # type: ignore[attr-defined]
         "seed": seed, "dataset_sha256": "synthetic", "steps": 0, "final_loss": None,
-        "train_config": {"fixture": "tests/fixtures_policy.py:make_tiny_checkpoint"},
+        "train_config": {"fixture": "tests/support/fixtures_policy.py:make_tiny_checkpoint"},
     }
 
 

@@ -14,7 +14,7 @@ from omni_vla.inference.client import SyncInference
 from test_inference import ToyRuntime
 from test_loop_controller import PERIOD, obs, row
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 
 

@@ -19,7 +19,7 @@ from omni_vla.cloud.replanner import Replanner
 from omni_vla_sim.openpi_server import PolicyServer, main as serve_main
 from test_openpi_reliability import RampPolicy, config, free_port, make_obs, wait_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 

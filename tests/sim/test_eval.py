@@ -23,7 +23,7 @@ EXPERT = EvalSettings(backend="expert", tasks=("touch_yellow", "pick_red"), epis
 
 def test_eval_defaults_are_what_vla_node_runs_with_its_parameter_file() -> None:
     """A default evaluation measures the robot's configuration, so its figures are the robot's."""
-    node = VlaNodeConfig.from_ros_parameters(load_node_yaml(Path(__file__).parents[1] / "config" / "vla_node.yaml"))
+    node = VlaNodeConfig.from_ros_parameters(load_node_yaml(Path(__file__).parents[2] / "config" / "vla_node.yaml"))
     ev = EvalSettings(bundle_dir=node.bundle_dir)
     assert (ev.strategy, ev.execution_horizon, ev.noise_scale, ev.backend) == (
         node.strategy, node.execution_horizon, node.noise_scale, node.backend)

@@ -33,7 +33,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from omni_vla_safety.config import SupervisorConfig  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 HOME = [0.0, 0.0, 0.0, -1.5, 0.0, 1.8, 0.0, 0.02]
 RATE_HZ = 100.0

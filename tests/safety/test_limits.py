@@ -10,7 +10,7 @@ from omni_vla_safety.limits import (
     LimitsError, load_joint_limits, load_limit_sets, parse_joint_limits_yaml, require_joints,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 
 

@@ -79,7 +79,7 @@ _BUNDLES: dict[tuple[str, ...], object] = {}
 
 
 def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, backends: tuple[str, ...] = ("mnn",)):
-    """A real exported tiny bundle (tests/fixtures_policy.py), built once per test session."""
+    """A real exported tiny bundle (tests/support/fixtures_policy.py), built once per test session."""
     if backends not in _BUNDLES:
         from fixtures_policy import make_tiny_bundle
 

@@ -11,7 +11,7 @@ from omni_vla_safety.config import SupervisorConfig, config_from_yaml
 from omni_vla_safety.limits import load_limit_sets, require_joints
 from omni_vla_safety.supervisor import ACTIVE, ESTOP, HOLD, WAITING, WATCHDOG, Supervisor
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = config_from_yaml(REPO / "config" / "safety_supervisor.yaml")
 NAMES = list(CONFIG.joint_names)
 HOME = [0.0, 0.0, 0.0, -1.5, 0.0, 1.8, 0.0, 0.02]

@@ -16,7 +16,7 @@ import pytest
 from omni_vla_safety.limits import LimitsError, load_enforced_limits, load_limit_sets, load_sources
 from omni_vla_safety.limits_table import main as limits_main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROBOTS = REPO / "tests" / "data" / "robots"
 DESCRIPTIONS = {
     "aloha_vx300s": "aloha_vx300s/bimanual_viperx_transfer_cube.xml",

@@ -17,7 +17,7 @@ from omni_vla.policy import KeyMap, Policy, check_metadata
 from omni_vla_sim.openpi_server import PolicyServer
 from omni_vla_sim.oracle import ExpertOraclePolicy
 
-BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "reference"
+BUNDLE = Path(__file__).resolve().parents[2] / "bundles" / "reference"
 
 
 def observation(seed: int = 0) -> dict:

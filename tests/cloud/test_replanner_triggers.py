@@ -12,7 +12,7 @@ from omni_vla.cloud.replanner import Replanner
 from omni_vla_sim.openpi_server import PolicyServer
 from test_openpi_reliability import PERIOD, RampPolicy, config, make_obs, wait_for
 
-REPO_CONFIG = __import__("pathlib").Path(__file__).resolve().parents[1] / "config" / "openpi.yaml"
+REPO_CONFIG = __import__("pathlib").Path(__file__).resolve().parents[2] / "config" / "openpi.yaml"
 
 
 class RecordingPolicy(RampPolicy):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("rclpy")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

@@ -13,11 +13,11 @@ from pathlib import Path
 import yaml
 from safety_fuzz import Robot
 from safety_oracle import Joint, joints_from_yaml
-from test_safety_limits_robots import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
+from test_limits_robots import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
 
 from omni_vla_safety.limits import load_enforced_limits
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PANDA_YAML = REPO / "config" / "joint_limits.yaml"
 PANDA_NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 # Real descriptions fuzzed: a 7-DoF arm, a 6-DoF arm, and a bimanual robot split over <include> files.

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAFETY = Path(__file__).resolve().parents[1] / "safety"
+SAFETY = Path(__file__).resolve().parents[2] / "safety"
 FORBIDDEN = ("torch", "executorch", "MNN", "mujoco", "omni_vla", "omni_vla_sim", "omni_vla_policies",
              "cv2", "onnxruntime")
 MODULES = ["omni_vla_safety." + p.stem for p in sorted(SAFETY.glob("*.py")) if p.stem != "__init__"]

@@ -21,7 +21,7 @@ import pytest
 from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.runtime.bundle import BundleError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"  # CI clones the repository with shared/ beside it
 RUN_LAUNCH = SHARED / "ros2_launch" / "run_launch.py"
 
@@ -54,7 +54,7 @@ def test_relative_bundle_dir_resolves_under_the_cwd_first_then_the_share_directo
 
 @pytest.fixture(scope="session")
 def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A colcon install space of this checkout (as tests/test_foundation.py builds it), once per session."""
+    """A colcon install space of this checkout (as tests/ros/test_package_build.py builds it), once per session."""
     ws = tmp_path_factory.mktemp("launch_ws")
     shutil.copytree(REPO, ws / "src" / "omni_vla", ignore=shutil.ignore_patterns(
         ".git", "data", "reports", "results", "runs", "build", "install", "log", "__pycache__", "*.egg-info",

@@ -15,7 +15,7 @@ from omni_vla_safety.config import config_from_yaml
 from omni_vla_safety.limits import load_limit_sets, require_joints
 from omni_vla_safety.supervisor import ACTIVE, ESTOP, HOLD, WAITING, WATCHDOG, Supervisor
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = config_from_yaml(REPO / "config" / "safety_supervisor.yaml")
 NAMES = list(CONFIG.joint_names)
 LIMITS = require_joints(load_limit_sets(REPO / "config" / "joint_limits.yaml"), NAMES, "joint_limits")
@@ -383,7 +383,7 @@ def test_whole_body_joint_state_with_hundreds_of_extra_joints_is_accepted() -> N
 # --- an invariant violation hypothesis found during the mutation run, fixed in the limiter -----------
 
 def test_watchdog_stop_at_1khz_with_uniform_scaling_never_reverses_a_joint() -> None:
-    import test_safety_invariants as inv  # the module, not its test names (not collected twice)
+    import test_invariants as inv  # the module, not its test names (not collected twice)
 
     m = inv.SupervisorMachine()
     m.start(rate=1000.0, uniform=True, saturate=True, seed=37316, outside=False)
