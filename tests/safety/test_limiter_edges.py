@@ -687,3 +687,15 @@ def test_uniform_scaling_reports_only_the_binding_joint_not_the_joints_it_slows(
     assert [r[1] for r in lim.interventions if r[0] == "uniform_scale"] == [1]
     assert [r for r in lim.interventions if r[1] in (0, 2)] == []
     assert 0.0 < lim.v[0] < 0.1 and -0.1 < lim.v[2] < 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tie_between_the_velocity_and_acceleration_bounds_is_reported_as_the_higher_priority_velocity(
+        sign: float) -> None:
+    """max_velocity 0.03 == A dt (3 * 0.01): from rest both bounds are the same number."""
+    sets = parse_joint_limits_yaml(TIE.replace("max_velocity: 2.0", "max_velocity: 0.03"))
+    lim = CommandLimiter(["a"], [sets["a"]], DT)
+    lim.reset([0.0])
+    assert lim.vmax[0] == lim._adt[0]
+    lim.limit([0.9 * sign], None)
+    assert lim.interventions == [("velocity", 0, 0.03, 90.0 * sign, 0.03 * sign)]
