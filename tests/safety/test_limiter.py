@@ -12,6 +12,7 @@ from typing import Sequence
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from limits_yaml import limits_yaml
 
 from omni_vla_safety.limiter import CommandLimiter
 from omni_vla_safety.limits import JointLimitSet, load_limit_sets, parse_joint_limits_yaml
@@ -119,32 +120,8 @@ def test_adversarial_bang_bang_targets_at_the_limits_never_exceed_limits(
     chk.stop_within(40)
 
 
-SOFT_LOW_JERK = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 8.0
-    has_deceleration_limits: true
-    max_deceleration: 4.0
-    has_jerk_limits: true
-    max_jerk: 200.0
-    soft_lower_limit: -0.8
-    soft_upper_limit: 0.7
-    k_position: 20.0
-  b:
-    has_position_limits: true
-    min_position: 0.0
-    max_position: 0.5
-    has_velocity_limits: true
-    max_velocity: 0.5
-    has_acceleration_limits: true
-    max_acceleration: 3.0
-"""
+SOFT_LOW_JERK = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=8.0, max_deceleration=4.0, max_jerk=200.0, soft_lower_limit=-0.8, soft_upper_limit=0.7, k_position=20.0),
+    b=dict(min_position=0.0, max_position=0.5, max_velocity=0.5, max_acceleration=3.0))
 
 
 def soft_low_jerk() -> CommandLimiter:
