@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from limits_yaml import limits_yaml
 
 from omni_vla_safety.limiter import (
     DECELERATION, MAX_STEP, UNIFORM_SCALE_INFEASIBLE, CommandLimiter, describe,
@@ -168,24 +169,7 @@ def test_uniform_scaling_infeasible_when_a_moving_joint_is_asked_to_stay_falls_b
 
 
 def test_limit_values_reported_for_each_intervention_kind() -> None:
-    sets = parse_joint_limits_yaml("""
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 3.0
-    has_deceleration_limits: true
-    max_deceleration: 4.0
-    has_jerk_limits: true
-    max_jerk: 500.0
-    soft_lower_limit: -0.5
-    soft_upper_limit: 0.6
-    k_position: 10.0
-""")
+    sets = parse_joint_limits_yaml(limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=3.0, max_deceleration=4.0, max_jerk=500.0, soft_lower_limit=-0.5, soft_upper_limit=0.6, k_position=10.0)))
     lim = CommandLimiter(["a"], [sets["a"]], DT, max_relative_target=[0.2])
     assert [lim.limit_value(k, 0, True) for k in ("position", "soft_limit", "velocity", "max_step",
                                                   "acceleration", "deceleration", "jerk")] == \
@@ -193,20 +177,7 @@ joint_limits:
     assert lim.limit_value("position", 0, False) == -0.5 and lim.limit_value("soft_limit", 0, False) == -0.5
 
 
-SOFT = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 4.0
-    soft_lower_limit: -0.7
-    soft_upper_limit: 0.7
-    k_position: 20.0
-"""
+SOFT = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=4.0, soft_lower_limit=-0.7, soft_upper_limit=0.7, k_position=20.0))
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -265,27 +236,8 @@ def test_controlled_stop_at_1khz_takes_about_the_jerk_limited_minimum_time() -> 
     assert minimum - 1 <= ticks <= 1.05 * minimum + 2
 
 
-ASYM = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 3.0
-    has_deceleration_limits: true
-    max_deceleration: 5.0
-  b:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 1.0
-"""
+ASYM = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=3.0, max_deceleration=5.0),
+    b=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=1.0))
 
 
 def test_deceleration_yield_reports_the_deceleration_limit_not_the_acceleration_one() -> None:
@@ -389,19 +341,7 @@ def test_a_joint_without_soft_limits_reports_an_unbounded_soft_limit_on_both_sid
     assert lim.limit_value("soft_limit", 1, True) == math.inf
 
 
-TIE = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 3.0
-    has_jerk_limits: true
-    max_jerk: 300.0
-"""
+TIE = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=3.0, max_jerk=300.0))
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -478,20 +418,7 @@ def test_a_fresh_limiter_before_any_reset_is_at_rest_at_zero() -> None:
         assert list(fresh.limit(HOME, None)) == list(zero.limit(HOME, None))
 
 
-SOFT_TIE = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 1.5625
-    soft_lower_limit: -0.5
-    soft_upper_limit: 0.5
-    k_position: 16.0
-"""
+SOFT_TIE = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=1.5625, soft_lower_limit=-0.5, soft_upper_limit=0.5, k_position=16.0))
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -508,17 +435,7 @@ def test_a_tie_between_the_acceleration_and_soft_limit_bounds_is_reported_as_the
 def test_jerk_never_binds_when_j_dt_equals_a_plus_d_commands_as_without_a_jerk_limit() -> None:
     """J dt == A + D (600 * 0.01 == 3 + 3): every velocity the rate windows allow is within the jerk
     window, so a move and a stop are command for command those of the same joint without jerk limit."""
-    base = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 3.0
-"""
+    base = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=3.0))
     jerky = CommandLimiter(["a"], [parse_joint_limits_yaml(base + "    has_jerk_limits: true\n    max_jerk: 600.0\n")["a"]], DT)
     plain = CommandLimiter(["a"], [parse_joint_limits_yaml(base)["a"]], DT)
     assert jerky.jerk[0] * DT == jerky.acc[0] + jerky.dec[0]
@@ -640,19 +557,7 @@ def test_a_limiter_for_hundreds_of_joints_accepts_one_max_step_per_joint() -> No
     assert lim.max_step == [0.1] * n
 
 
-JERKY = """
-joint_limits:
-  a:
-    has_position_limits: true
-    min_position: -1.0
-    max_position: 1.0
-    has_velocity_limits: true
-    max_velocity: 2.0
-    has_acceleration_limits: true
-    max_acceleration: 15.0
-    has_jerk_limits: true
-    max_jerk: 7500.0
-"""
+JERKY = limits_yaml(a=dict(min_position=-1.0, max_position=1.0, max_velocity=2.0, max_acceleration=15.0, max_jerk=7500.0))
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
