@@ -618,3 +618,15 @@ def test_a_stop_from_a_slow_joint_under_full_braking_acceleration_never_reverses
         lim.stop()
         assert sign * lim.v[0] >= 0.0
     assert lim.stopped
+
+
+def test_uniform_scaling_with_nothing_binding_commands_exactly_the_wanted_velocities_both_ways() -> None:
+    """Small moves up and down within every limit: scale 1 (never above), nothing reported."""
+    lim = panda(uniform_scaling=True, target_horizon_s=1.0)
+    target = list(HOME)
+    target[0] += 0.001
+    target[2] -= 0.001
+    lim.limit(target, None)
+    assert lim.interventions == []
+    assert lim.v[0] == pytest.approx(0.001, rel=1e-9) and lim.v[2] == pytest.approx(-0.001, rel=1e-9)
+    assert lim.v[1] == 0.0
