@@ -630,3 +630,15 @@ def test_uniform_scaling_with_nothing_binding_commands_exactly_the_wanted_veloci
     assert lim.interventions == []
     assert lim.v[0] == pytest.approx(0.001, rel=1e-9) and lim.v[2] == pytest.approx(-0.001, rel=1e-9)
     assert lim.v[1] == 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_weak_soft_limit_spring_below_one_still_binds(sign: float) -> None:
+    """k_position 0.5: 0.1 from the soft limit, the spring allows 0.05 rad/s, below every other bound."""
+    sets = parse_joint_limits_yaml(SOFT_TIE.replace("max_acceleration: 1.5625", "max_acceleration: 100.0")
+                                   .replace("k_position: 16.0", "k_position: 0.5"))
+    lim = CommandLimiter(["a"], [sets["a"]], DT)
+    lim.reset([0.4 * sign])
+    lim.limit([0.5 * sign], None)
+    assert lim.v[0] == pytest.approx(0.05 * sign)
+    assert [r[0] for r in lim.interventions] == ["soft_limit"]
