@@ -49,16 +49,9 @@ def _init(domain_id: int, name: str) -> tuple[Any, Any]:
     return node, executor
 
 
-def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz: float = 100.0) -> None:
-    """Fake robot: perfect tracking (joint state = last safe command) and two static cameras."""
-    node, executor = _init(domain_id, "bench_fake_robot")
-    position = list(HOME)
-
-    def on_command(msg: Float64MultiArray) -> None:
-        position[:] = msg.data
-
-    node.create_subscription(Float64MultiArray, SAFE_TOPIC, on_command,
-                             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+def attach_fake_robot(node: Any, position: list[float], size: int = 128, camera_hz: float = 30.0,
+                      state_hz: float = 100.0) -> None:
+    """Two static cameras and joint states reporting `position` (the caller keeps it = the last safe command)."""
     state_pub = node.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
     cameras = [node.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
                for c in ("front", "wrist")]
@@ -78,6 +71,19 @@ def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz
 
     node.create_timer(1.0 / state_hz, publish_state)
     node.create_timer(1.0 / camera_hz, publish_images)
+
+
+def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz: float = 100.0) -> None:
+    """Fake robot: perfect tracking (joint state = last safe command) and two static cameras."""
+    node, executor = _init(domain_id, "bench_fake_robot")
+    position = list(HOME)
+
+    def on_command(msg: Float64MultiArray) -> None:
+        position[:] = msg.data
+
+    node.create_subscription(Float64MultiArray, SAFE_TOPIC, on_command,
+                             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    attach_fake_robot(node, position, size, camera_hz, state_hz)
     _spin_until_signal(executor)
 
 

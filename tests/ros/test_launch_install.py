@@ -112,11 +112,12 @@ def _run_graph(install: Path, tmp_path: Path, launch_file: str, fake_robot: bool
     import rclpy
     from lifecycle_msgs.msg import State
     from lifecycle_msgs.srv import GetState
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from rosutil import free_domain_id, ros_context
-    from sensor_msgs.msg import Image, JointState
     from std_msgs.msg import Float64MultiArray, String
     from trajectory_msgs.msg import JointTrajectory
+
+    from omni_vla.tools.bench_graph import attach_fake_robot
 
     cwd = tmp_path / "elsewhere"  # not the source tree: relative paths must resolve against the install
     cwd.mkdir()
@@ -141,27 +142,8 @@ def _run_graph(install: Path, tmp_path: Path, launch_file: str, fake_robot: bool
                                  lambda m: seen.setdefault("proposed", time.monotonic()), reliable)
         node.create_subscription(String, "/omni_vla/safety_status", lambda m: safety.update(state=m.data), 10)
         node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=INSTRUCTION))
-        if fake_robot:  # as omni_vla/tools/bench_graph.py's fake robot: cameras 30 Hz, joint states 100 Hz
-            state_pub = node.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
-            cameras = [node.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
-                       for c in ("front", "wrist")]
-            size = 128
-            image = Image(height=size, width=size, encoding="rgb8", step=3 * size,
-                          data=bytes((i * 7) % 251 for i in range(3 * size * size)))
-            state = JointState(name=list(JOINTS))
-
-            def publish_state() -> None:
-                state.header.stamp = node.get_clock().now().to_msg()
-                state.position = list(position)
-                state_pub.publish(state)
-
-            def publish_images() -> None:
-                image.header.stamp = node.get_clock().now().to_msg()
-                for pub in cameras:
-                    pub.publish(image)
-
-            node.create_timer(0.01, publish_state)
-            node.create_timer(1 / 30, publish_images)
+        if fake_robot:  # the bench's fake robot: cameras 30 Hz, joint states 100 Hz reporting the safe command
+            attach_fake_robot(node, position)
         fqn = f"/{namespace}/vla_node" if namespace else "/vla_node"
         get_state = node.create_client(GetState, f"{fqn}/get_state")
         t0 = time.monotonic()
