@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import rclpy
 from pydantic import BaseModel, ConfigDict, Field
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
-from omni_vla.ros.interrupt import SigintFlag
+from omni_vla.ros.interrupt import ros_main
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 
@@ -125,22 +125,11 @@ class SimNode(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    sigint = SigintFlag().install()
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    node = None
-    try:
+    cleanup: list[Callable[[], object]] = []
+    with ros_main(argv, cleanup):
         node = SimNode()
+        cleanup += [node.env.close, node.destroy_node]
         rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RuntimeError as exc:
-        if not sigint.interrupted(exc):
-            raise
-    finally:
-        if node is not None:
-            node.env.close()
-            node.destroy_node()
-        rclpy.try_shutdown()
     return 0
 
 

@@ -7,7 +7,13 @@ out as a RuntimeError. The flag tells that RuntimeError apart from a real one, w
 from __future__ import annotations
 
 import signal
+import sys
+from contextlib import contextmanager
 from types import FrameType
+from typing import Callable, Iterator
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
 
 
 class SigintFlag:
@@ -27,3 +33,23 @@ class SigintFlag:
     def interrupted(self, exc: BaseException) -> bool:
         """True when `exc` is how a Ctrl-C surfaced (exit 0); False for a real error (re-raise it)."""
         return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and self.seen)
+
+
+@contextmanager
+def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Iterator[SigintFlag]:
+    """A node process's life: Ctrl-C handling, rclpy.init, and on the way out (clean or not) the callables
+    in `cleanup` (filled in as the body creates things) and rclpy's shutdown. A Ctrl-C or an external
+    shutdown ends the body cleanly; any other error still propagates."""
+    sigint = SigintFlag().install()
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    try:
+        yield sigint
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RuntimeError as exc:
+        if not sigint.interrupted(exc):
+            raise
+    finally:
+        for fn in cleanup:
+            fn()
+        rclpy.try_shutdown()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import array
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import cv2
 import numpy as np
@@ -23,7 +23,6 @@ from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from pydantic import ValidationError
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
@@ -38,7 +37,7 @@ from omni_vla.core.perception import ENCODINGS, ImageRejected, JointStateRejecte
 from omni_vla.core.settings import VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
-from omni_vla.ros.interrupt import SigintFlag
+from omni_vla.ros.interrupt import ros_main
 from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
 from omni_vla.runtime.bundle import BundleError, read_manifest
@@ -331,34 +330,20 @@ class VlaNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point `vla_node` (`python -m omni_vla.ros.node --ros-args ...`)."""
-    sigint = SigintFlag().install()
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.
-    sys.setswitchinterval(0.001)
-    node: VlaNode | None = None
-    code = 0
-    try:
+    cleanup: list[Callable[[], object]] = []
+    with ros_main(argv, cleanup):
+        # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.
+        sys.setswitchinterval(0.001)
         node = VlaNode()
+        cleanup += [node.release, node.destroy_node]
         if node.autostart:
             node.trigger_configure()
             if node.controller is None:
-                raise SystemExit("vla_node: autostart configure failed (see the error above)")
+                print("vla_node: autostart configure failed (see the error above)", file=sys.stderr)
+                return 1
             node.trigger_activate()
         rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RuntimeError as exc:
-        if not sigint.interrupted(exc):
-            raise
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        code = 1
-    finally:
-        if node is not None:
-            node.release()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+    return 0
 
 
 if __name__ == "__main__":
