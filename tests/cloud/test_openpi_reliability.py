@@ -10,6 +10,8 @@ import socket
 import statistics
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -155,6 +157,18 @@ class ScriptedServer:
             await ws.send(reply)
 
 
+@contextmanager
+def scripted_replanner(replies: list, **client: object) -> Iterator[tuple[ScriptedServer, Replanner, Tick]]:
+    """A connected Replanner talking to a ScriptedServer that answers `replies` in turn."""
+    scripted = ScriptedServer(replies)
+    cfg = config("ws://placeholder", client=client)
+    with ServerThread(scripted.handler) as st:
+        cfg.client.uri = st.uri
+        with Replanner(cfg) as rp:
+            assert wait_for(lambda: rp.connected, 3.0)
+            yield scripted, rp, Tick(rp)
+
+
 def test_plan_validation_refuses_everything_but_finite_float_plans():
     ok = np.zeros((4, D), np.float32)
     assert validate_actions(ok, D, 8) is ok
@@ -254,22 +268,16 @@ def test_text_error_frame_gives_no_plan_then_reconnects(caplog):
 def test_garbage_and_oversized_frames_are_refused_then_client_recovers(bad, caplog):
     caplog.set_level(logging.WARNING, logger="omni_vla.cloud")
     first = b"\xc1\x00garbage\xff" if bad == "garbage" else codec.packb({"actions": np.zeros((40_000, D))})
-    scripted = ScriptedServer([first, "good"])
-    cfg = config("ws://placeholder", client={"max_message_bytes": 1 << 20})
-    with ServerThread(scripted.handler) as st:
-        cfg.client.uri = st.uri
-        with Replanner(cfg) as rp:
-            assert wait_for(lambda: rp.connected, 3.0)
-            t = Tick(rp)
-            t.request()
-            counter = "protocol_errors" if bad == "garbage" else "rejected"
-            assert t.poll_until(2.0, done=lambda p: p is not None or rp.counts[counter]) is None
-            assert rp.counts[counter] == 1
-            assert ("not a valid msgpack" if bad == "garbage" else "max_message_bytes") in caplog.text
-            assert wait_for(lambda: rp.connected and scripted.connections == 2, 3.0)
-            t.request()
-            assert t.poll_until(2.0) is not None
-            t.assert_polls_were_fast()
+    with scripted_replanner([first, "good"], max_message_bytes=1 << 20) as (scripted, rp, t):
+        t.request()
+        counter = "protocol_errors" if bad == "garbage" else "rejected"
+        assert t.poll_until(2.0, done=lambda p: p is not None or rp.counts[counter]) is None
+        assert rp.counts[counter] == 1
+        assert ("not a valid msgpack" if bad == "garbage" else "max_message_bytes") in caplog.text
+        assert wait_for(lambda: rp.connected and scripted.connections == 2, 3.0)
+        t.request()
+        assert t.poll_until(2.0) is not None
+        t.assert_polls_were_fast()
 
 
 BAD_REPLIES = {
@@ -317,18 +325,12 @@ def test_complex_actions_are_refused_at_decoding():
 
 
 def test_unanswered_request_times_out_and_the_connection_is_replaced():
-    scripted = ScriptedServer(["silent", "good"])
-    cfg = config("ws://placeholder", client={"request_timeout_s": 0.4})
-    with ServerThread(scripted.handler) as st:
-        cfg.client.uri = st.uri
-        with Replanner(cfg) as rp:
-            assert wait_for(lambda: rp.connected, 3.0)
-            t = Tick(rp)
-            t.request()
-            assert t.poll_until(1.0, done=lambda p: p is not None or rp.counts["timeouts"]) is None
-            assert rp.counts["timeouts"] == 1
-            t.request()
-            assert t.poll_until(2.0) is not None and scripted.connections == 2
+    with scripted_replanner(["silent", "good"], request_timeout_s=0.4) as (scripted, rp, t):
+        t.request()
+        assert t.poll_until(1.0, done=lambda p: p is not None or rp.counts["timeouts"]) is None
+        assert rp.counts["timeouts"] == 1
+        t.request()
+        assert t.poll_until(2.0) is not None and scripted.connections == 2
 
 
 def test_instruction_change_discards_the_plan_for_the_old_instruction():
