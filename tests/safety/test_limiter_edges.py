@@ -267,10 +267,11 @@ def test_uniform_scaling_infeasible_when_a_fast_joint_cannot_slow_to_the_common_
     assert lim.v[1] == pytest.approx(sign * 1.0 * DT)  # b starts at its own max acceleration
 
 
-def test_uniform_scaling_keeps_the_direction_with_the_gripper_parked_at_its_lower_limit() -> None:
+@pytest.mark.parametrize("end", ["lo", "hi"])
+def test_uniform_scaling_keeps_the_direction_with_the_gripper_parked_at_a_limit(end: str) -> None:
     lim = panda(uniform_scaling=True, target_horizon_s=0.0)
     start = list(HOME)
-    start[7] = lim.lo[7]  # gripper closed on its lower limit, asked to stay there
+    start[7] = getattr(lim, end)[7]  # gripper closed (lo) or open (hi) on its limit, asked to stay there
     lim.reset(start)
     target = list(start)
     target[0] += 2.0
@@ -642,21 +643,6 @@ def test_a_weak_soft_limit_spring_below_one_still_binds(sign: float) -> None:
     lim.limit([0.5 * sign], None)
     assert lim.v[0] == pytest.approx(0.05 * sign)
     assert [r[0] for r in lim.interventions] == ["soft_limit"]
-
-
-def test_uniform_scaling_keeps_the_direction_with_the_gripper_parked_at_its_upper_limit() -> None:
-    lim = panda(uniform_scaling=True, target_horizon_s=0.0)
-    start = list(HOME)
-    start[7] = lim.hi[7]  # gripper open on its upper limit, asked to stay there
-    lim.reset(start)
-    target = list(start)
-    target[0] += 2.0
-    target[1] += 0.5
-    for _ in range(5):
-        lim.limit(target, None)
-        assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
-        assert math.isclose((lim.q[1] - start[1]) / (lim.q[0] - start[0]), 0.25, rel_tol=1e-9)
-    assert lim.q[7] == start[7]
 
 
 def test_uniform_scaling_infeasible_when_a_joint_moving_down_is_asked_to_stay_falls_back_to_per_joint() -> None:
