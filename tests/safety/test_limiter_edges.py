@@ -659,3 +659,24 @@ def test_uniform_scaling_infeasible_when_a_joint_moving_down_is_asked_to_stay_fa
     assert (UNIFORM_SCALE_INFEASIBLE, -1, 0.0, 1.0, 0.0) in lim.interventions
     assert lim.v[0] == pytest.approx(v0 + lim.dec[0] * DT)  # joint 1 brakes on its own
     assert lim.v[1] > 0.0
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_with_no_room_to_brake_the_command_still_heads_on_to_the_limit_at_the_braking_bound(upper: bool) -> None:
+    """Too fast 1 mm from a limit: the command is the position bound B(x), in the direction of motion,
+    not a jump backwards to the other edge of the allowed interval."""
+    lim = panda()
+    start = list(HOME)
+    start[0] = lim.hi[0] - 0.001 if upper else lim.lo[0] + 0.001
+    lim.reset(start)
+    lim.v[0] = 1.0 if upper else -1.0
+    lim.limit(HOME, None)
+    b = lim.brake_speed(0, 0.001)
+    assert lim.v[0] == pytest.approx(b if upper else -b, rel=1e-9)
+
+
+def test_a_limiter_for_hundreds_of_joints_resets_them() -> None:
+    n = 300
+    lim = CommandLimiter([f"j{i}" for i in range(n)], [_one_joint(-1.0, 1.0)] * n, DT)
+    lim.reset([0.5] * n)
+    assert lim.q == [0.5] * n and lim.stopped
