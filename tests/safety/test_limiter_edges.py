@@ -680,3 +680,20 @@ def test_a_limiter_for_hundreds_of_joints_resets_them() -> None:
     lim = CommandLimiter([f"j{i}" for i in range(n)], [_one_joint(-1.0, 1.0)] * n, DT)
     lim.reset([0.5] * n)
     assert lim.q == [0.5] * n and lim.stopped
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_uniform_scaling_does_not_report_a_joint_whose_wanted_velocity_sits_exactly_on_its_bound(sign: float) -> None:
+    """dt = 2^-7, A = 4, horizon 0.5 s: joint a wants exactly its acceleration bound 2^-5 (allowed, so
+    no limit of its own); joint b's far target sets the common scale; only b is reported."""
+    spec = parse_joint_limits_yaml("joint_limits:\n  a:\n    has_position_limits: true\n    min_position: -1.0\n"
+                                   "    max_position: 1.0\n    has_velocity_limits: true\n    max_velocity: 2.0\n"
+                                   "    has_acceleration_limits: true\n    max_acceleration: 4.0\n")["a"]
+    dt = 2.0 ** -7
+    lim = CommandLimiter(["a", "b"], [spec, spec], dt, target_horizon_s=0.5, uniform_scaling=True)
+    lim.reset([0.0, 0.0])
+    assert lim._adt[0] == 2.0 ** -5
+    lim.limit([sign * 2.0 ** -6, sign * 0.9], None)
+    assert [r[1] for r in lim.interventions if r[0] == "uniform_scale"] == [1]
+    assert [r for r in lim.interventions if r[1] == 0] == []
+    assert 0.0 < sign * lim.v[0] < 2.0 ** -5
