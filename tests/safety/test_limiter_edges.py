@@ -697,3 +697,29 @@ def test_uniform_scaling_does_not_report_a_joint_whose_wanted_velocity_sits_exac
     assert [r[1] for r in lim.interventions if r[0] == "uniform_scale"] == [1]
     assert [r for r in lim.interventions if r[1] == 0] == []
     assert 0.0 < sign * lim.v[0] < 2.0 ** -5
+
+
+def test_without_a_max_step_the_measurement_never_changes_the_command() -> None:
+    plain, measured = panda(), panda()
+    target = list(HOME)
+    target[0] += 1.0
+    target[3] -= 0.5
+    wild = [q + 5.0 for q in HOME]
+    for _ in range(20):
+        assert list(measured.limit(target, wild)) == list(plain.limit(target, None))
+        assert measured.interventions == plain.interventions
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_measurement_never_steers_the_max_step_window(bad: float) -> None:
+    plain, measured = panda(max_relative_target=[0.1]), panda(max_relative_target=[0.1])
+    target = list(HOME)
+    target[0] += 0.05
+    for _ in range(10):
+        good = list(plain.q)
+        plain.limit(target, good)
+        meas = list(measured.q)
+        meas[0] = bad
+        measured.limit(target, meas)
+        assert measured.q == plain.q
+        assert not any(r[0] == "max_step_yielded" for r in measured.interventions)
