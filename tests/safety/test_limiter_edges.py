@@ -723,3 +723,28 @@ def test_a_non_finite_measurement_never_steers_the_max_step_window(bad: float) -
         measured.limit(target, meas)
         assert measured.q == plain.q
         assert not any(r[0] == "max_step_yielded" for r in measured.interventions)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_uniform_scaling_infeasible_when_a_slowly_moving_joint_is_asked_to_stay(sign: float) -> None:
+    """A few ticks from rest joint 1 moves at well under 1 rad/s, yet cannot stop this tick: asked to stay
+    while joint 2 moves, no common scale exists."""
+    lim = panda(uniform_scaling=True, target_horizon_s=0.0)
+    target = list(HOME)
+    target[0] = 2.0 * sign
+    for _ in range(3):
+        lim.limit(target, None)
+    assert lim.dec[0] * DT < sign * lim.v[0] < 1.0
+    target = list(lim.q)
+    target[1] += 0.3
+    lim.limit(target, None)
+    assert (UNIFORM_SCALE_INFEASIBLE, -1, 0.0, 1.0, 0.0) in lim.interventions
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_max_step_yield_record_names_the_step_the_lag_and_no_applied_value(sign: float) -> None:
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(SOFT_TIE)["a"]], DT, max_relative_target=[0.1])
+    q0 = sign * (2.0 ** -10 - 0.5)
+    lim.reset([q0])
+    lim.limit([-0.9 * sign], [-1.0 * sign])
+    assert lim.interventions[0] == ("max_step_yielded", 0, 0.1, -1.0 * sign - q0, 0.0)
