@@ -167,3 +167,172 @@ def test_hinge_ranges_in_degrees_unless_radian_and_slides_never_converted() -> N
     assert deg["h"].fields["max_position"] == pytest.approx(math.pi / 2)
     assert deg["s"].fields["max_position"] == 2.0
     assert deg["h"].origin["position"].endswith(" range deg>") and deg["s"].origin["position"].endswith(" range>")
+
+
+# --- mutation run of limits_sources at 6a7b74b ---
+
+def test_default_general_actuator_makes_a_position_servo_of_the_class() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<general joint="j" ctrlrange="0.5 1"/>',
+                                 '<compiler angle="radian"/><default><geom type="capsule"/>'
+                                 '<general biastype="affine" gainprm="5" biasprm="0 -5 0"/></default>'), "/tmp/r.xml")
+    assert src["j"].kind == "hinge"  # a default <geom type> is no joint type
+    assert (src["j"].fields["min_position"], src["j"].fields["max_position"]) == (0.5, 1.0)
+
+
+def test_default_velocity_servo_gain_does_not_make_a_general_actuator_a_position_servo() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<general joint="j" ctrlrange="-0.1 0.1"/>',
+                                 '<compiler angle="radian"/><default><velocity kv="5"/></default>'), "/tmp/r.xml")
+    assert (src["j"].fields["min_position"], src["j"].fields["max_position"]) == (0.0, 2.0)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"biastype": "affine", "gaintype": "affine", "gainprm": "7", "biasprm": "0 -7"},
+    {"biastype": "affine", "gainprm": "1", "biasprm": "0"},
+    {"biastype": "affine", "gainprm": "1", "biasprm": ""},
+    {"biastype": "", "gainprm": "7", "biasprm": "0 -7"},
+    {"biastype": "affine", "gainprm": "7", "biasprm": "-1 -7"},  # a constant bias offsets the target
+    {"biastype": "affine", "gainprm": "7", "biasprm": "0 -10"},
+])
+def test_affine_gain_or_missing_bias_terms_are_no_position_servo(attrs: dict) -> None:
+    assert is_position_servo(attrs) is False
+
+
+def test_explicit_limited_and_hinge_type_attributes_read_like_their_defaults() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" type="hinge" limited="false" range="-1 1"/>'
+                                 '<joint name="h" type="hinge" limited="auto" range="-90 90"/>'), "/tmp/r.xml")
+    assert src["j"].fields == {} and src["j"].note == "hinge without range: no position limit"
+    assert src["h"].fields["max_position"] == pytest.approx(math.pi / 2)
+    assert src["h"].origin["position"].endswith(" range deg>")
+
+
+def test_compiler_autolimits_false_accepts_a_joint_without_range() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j"/>', '', '<compiler autolimits="false"/>'), "/tmp/r.xml")
+    assert src["j"].fields == {}
+
+
+def test_integrated_velocity_cylinder_and_muscle_ctrlranges_limit_neither_position_nor_effort() -> None:
+    src = parse_xml_sources(mjcf('<joint name="i" range="0 2"/><joint name="c" range="0 2"/>'
+                                 '<joint name="m" range="0 2"/>',
+                                 '<intvelocity joint="i" ctrlrange="-0.1 0.1"/>'
+                                 '<cylinder joint="c" ctrlrange="-0.1 0.1"/><muscle joint="m" ctrlrange="0 1"/>',
+                                 '<compiler angle="radian"/><default><position kp="5"/></default>'), "/tmp/r.xml")
+    for joint in "icm":
+        assert (src[joint].fields["min_position"], src[joint].fields["max_position"]) == (0.0, 2.0)
+        assert "has_effort_limits" not in src[joint].fields
+
+
+@pytest.mark.parametrize("shortcuts, servo", [
+    ('<position kp="5"/>', True),
+    ('<position kp="5"/><motor/>', False),  # one actuator default per class: the last shortcut wins, as in MuJoCo
+    ('<position kp="5"/><velocity kv="3"/>', False),
+])
+def test_actuator_shortcuts_in_a_default_class_set_the_general_actuator_like_mujoco(shortcuts: str,
+                                                                                     servo: bool) -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<general joint="j" ctrlrange="0.5 1"/>',
+                                 f'<compiler angle="radian"/><default>{shortcuts}</default>'), "/tmp/r.xml")
+    assert (src["j"].fields["min_position"], src["j"].fields["max_position"]) == ((0.5, 1.0) if servo else (0.0, 2.0))
+
+
+def test_general_servo_with_explicit_fixed_gain_and_a_six_number_gear() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>',
+                                 '<general joint="j" ctrlrange="0.5 1" gear="2 0 0 0 0 0" gaintype="fixed" '
+                                 'biastype="affine" gainprm="5" biasprm="0 -5 0"/>', '<compiler angle="radian"/>'),
+                            "/tmp/r.xml")
+    assert (src["j"].fields["min_position"], src["j"].fields["max_position"]) == (0.25, 0.5)
+
+
+def test_motor_in_a_class_whose_position_default_has_inheritrange_gets_no_effort_from_it() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<motor joint="j"/>',
+                                 '<compiler angle="radian"/><default><position inheritrange="0.5"/></default>'),
+                            "/tmp/r.xml")
+    assert "has_effort_limits" not in src["j"].fields
+
+
+def test_unknown_root_element_refused_even_if_it_sorts_before_mujoco() -> None:
+    with pytest.raises(LimitsError, match="neither <robot>"):
+        parse_xml_sources('<model/>', "/tmp/r.xml")
+
+
+def test_effort_equal_to_the_joint_force_range_keeps_the_joint_as_its_origin() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="-1 1" actuatorfrcrange="-2 2"/>',
+                                 '<motor joint="j" forcerange="-2 2"/>'), "/tmp/r.xml")
+    assert src["j"].fields["max_effort"] == 2.0 and src["j"].origin["effort"].endswith(" actuatorfrcrange>")
+
+
+@pytest.mark.parametrize("ctrlrange, narrowed", [("-2 0.5", (-1.0, 0.5)), ("-0.5 2", (-0.5, 1.0))])
+def test_servo_narrowing_only_one_bound_says_narrowed(ctrlrange: str, narrowed: tuple) -> None:
+    src = parse_xml_sources(mjcf('<joint name="s" type="slide" range="-1 1"/>',
+                                 f'<position joint="s" ctrlrange="{ctrlrange}"/>'), "/tmp/r.xml")
+    assert (src["s"].fields["min_position"], src["s"].fields["max_position"]) == narrowed
+    assert " narrowed by " in src["s"].origin["position"]
+
+
+def test_inheritrange_takes_the_joint_range_about_its_middle_and_only_when_positive() -> None:
+    def servo(actuator: str, extra: str = "") -> tuple[float, float]:
+        src = parse_xml_sources(mjcf('<joint name="j" range="0 3"/>', actuator, '<compiler angle="radian"/>' + extra),
+                                "/tmp/r.xml")
+        return src["j"].fields["min_position"], src["j"].fields["max_position"]
+    assert servo('<position joint="j" inheritrange="0.5"/>') == (0.75, 2.25)
+    assert servo('<position joint="j" ctrlrange="0.2 1" inheritrange="-0.5"/>') == (0.2, 1.0)  # MuJoCo ignores it
+    assert servo('<position joint="j" ctrlrange="0.2 1" inheritrange=""/>') == (0.2, 1.0)
+
+
+def test_velocity_servo_gets_no_inheritrange_from_a_position_default_like_mujoco() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<velocity joint="j"/>',
+                                 '<compiler angle="radian"/><default><position inheritrange="0.5"/></default>'),
+                            "/tmp/r.xml")
+    assert "has_velocity_limits" not in src["j"].fields
+
+
+def test_velocity_servo_ctrlrange_switches_the_velocity_limit_on() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="-1 1"/>', '<velocity joint="j" ctrlrange="-2 3"/>'),
+                            "/tmp/r.xml")
+    assert src["j"].fields["has_velocity_limits"] is True and src["j"].fields["max_velocity"] == 2.0
+
+
+def test_motor_effort_is_the_larger_ctrlrange_bound_times_gear() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="-1 1"/><joint name="k" range="-1 1"/>',
+                                 '<motor joint="j" ctrlrange="-3 1" gear="2"/><motor joint="k" ctrlrange="-1 3"/>'),
+                            "/tmp/r.xml")
+    assert (src["j"].fields["max_effort"], src["k"].fields["max_effort"]) == (6.0, 3.0)
+
+
+def test_actuator_on_a_tendon_does_not_end_the_actuator_list() -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" type="slide" range="-1 1"/>',
+                                 '<motor tendon="t" ctrlrange="-1 1"/><position joint="j" ctrlrange="0 0.5"/>'),
+                            "/tmp/r.xml")
+    assert (src["j"].fields["min_position"], src["j"].fields["max_position"]) == (0.0, 0.5)
+
+
+def test_missing_nested_include_reported_at_the_main_model_directory(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "m.xml").write_text('<mujoco><include file="sub/a.xml"/></mujoco>')
+    (tmp_path / "sub" / "a.xml").write_text('<mujoco><include file="gone.xml"/></mujoco>')
+    with pytest.raises(LimitsError, match="cannot read included file") as exc:
+        parse_xml_sources((tmp_path / "m.xml").read_text(), str(tmp_path / "m.xml"))
+    assert str(tmp_path / "gone.xml") in str(exc.value) and str(tmp_path / "sub" / "gone.xml") not in str(exc.value)
+
+
+def test_urdf_velocity_below_one_is_a_limit_and_a_small_negative_one_is_refused() -> None:
+    src = parse_xml_sources(urdf('<joint name="j" type="revolute"><limit lower="-1" upper="1" velocity="0.5" '
+                                 'effort="0.25"/></joint>'), "r.urdf")
+    assert (src["j"].fields["max_velocity"], src["j"].fields["max_effort"]) == (0.5, 0.25)
+    with pytest.raises(LimitsError, match=r"<limit velocity=-0.5> is negative"):
+        parse_xml_sources(urdf('<joint name="j" type="revolute"><limit lower="-1" upper="1" velocity="-0.5"/>'
+                               '</joint>'), "r.urdf")
+
+
+def test_zero_gear_is_taken_as_one_not_a_division_by_zero() -> None:
+    src = parse_xml_sources(mjcf('<joint name="s" type="slide" range="-1 1"/>',
+                                 '<position joint="s" ctrlrange="0 0.5" gear="0"/>'), "/tmp/r.xml")
+    assert (src["s"].fields["min_position"], src["s"].fields["max_position"]) == (0.0, 0.5)
+
+
+def test_actuator_force_range_alone_switches_the_effort_limit_on_and_sub_unit_ranges_count() -> None:
+    src = parse_xml_sources(mjcf('<joint name="a" range="-1 1"/><joint name="b" range="-1 1" '
+                                 'actuatorfrcrange="-0.5 0.25"/><joint name="c" range="-1 1"/>',
+                                 '<motor joint="a" forcerange="-2 2"/><motor joint="c" forcerange="-0.5 0.5"/>'),
+                            "/tmp/r.xml")
+    assert src["a"].fields["has_effort_limits"] is True and src["a"].fields["max_effort"] == 2.0
+    assert src["b"].fields["has_effort_limits"] is True and src["b"].fields["max_effort"] == 0.5
+    assert src["c"].fields["has_effort_limits"] is True and src["c"].fields["max_effort"] == 0.5
