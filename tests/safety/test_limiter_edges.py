@@ -748,3 +748,35 @@ def test_the_max_step_yield_record_names_the_step_the_lag_and_no_applied_value(s
     lim.reset([q0])
     lim.limit([-0.9 * sign], [-1.0 * sign])
     assert lim.interventions[0] == ("max_step_yielded", 0, 0.1, -1.0 * sign - q0, 0.0)
+
+
+@pytest.mark.parametrize("x", [1e-9, 1e-6, 1e-3, 0.05, 0.3, 2.0])
+def test_braking_speed_satisfies_the_discrete_stopping_relation(x: float) -> None:
+    """B(x) is the largest v with v^2 + 2 D dt v = 2 D x (stops within x braking at D in steps of dt)."""
+    lim = CommandLimiter(PANDA, SETS, DT)
+    for i in range(len(PANDA)):
+        d, b = lim.dec[i], lim.brake_speed(i, x)
+        assert b > 0 and b * b + 2 * d * DT * b == pytest.approx(2 * d * x, rel=1e-9)
+    assert lim.brake_speed(0, 0.0) == 0.0 and lim.brake_speed(0, -1.0) == 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_stop_leaving_a_position_limit_brakes_within_the_jerk_limit(sign: float) -> None:
+    """~1 kHz, the joint sits on its limit but already moves away from it and accelerates: the stop
+    brakes it jerk-limited (no abrupt halt, nothing yielded), it never goes back past the limit."""
+    dt = 2.0 ** -10
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(JERKY)["a"]], dt)
+    edge = -1.0 if sign > 0 else 1.0
+    lim.reset([edge])
+    lim.v[0], lim.a[0] = sign * 2.0 ** -8, sign * lim.acc[0]
+    for _ in range(60):
+        a0 = lim.a[0]
+        lim.stop()
+        assert not any(r[0] == "jerk_yielded" for r in lim.interventions)
+        assert abs(lim.a[0] - a0) <= lim.jerk[0] * dt * (1 + 1e-9)
+        assert sign * (lim.q[0] - edge) >= 0.0
+    assert lim.stopped
+
+
+def test_a_whole_robot_record_is_described_for_all_joints() -> None:
+    assert describe(("velocity", -1, 2.0, 3.0, 2.0), PANDA).startswith("all joints: velocity limit 2")
