@@ -780,3 +780,36 @@ def test_a_stop_leaving_a_position_limit_brakes_within_the_jerk_limit(sign: floa
 
 def test_a_whole_robot_record_is_described_for_all_joints() -> None:
     assert describe(("velocity", -1, 2.0, 3.0, 2.0), PANDA).startswith("all joints: velocity limit 2")
+
+
+def test_a_negative_max_relative_target_turns_that_joints_window_off_like_zero() -> None:
+    lim = CommandLimiter(PANDA, SETS, DT, max_relative_target=[-0.1] + [0.1] * 7)
+    assert lim.max_step == [math.inf] + [0.1] * 7
+
+
+def test_a_controlled_stop_from_cruise_reports_nothing() -> None:
+    """The stop's own braking is the plan, not an intervention."""
+    lim = panda(target_horizon_s=0.0)
+    target = list(HOME)
+    target[0] = 2.5
+    for _ in range(60):
+        lim.limit(target, None)
+    assert lim.v[0] > 1.0
+    while not lim.stopped:
+        lim.stop()
+        assert lim.interventions == []
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_jerk_phase_approach_that_coincides_with_the_jerk_bound_reports_the_jerk_limit(sign: float) -> None:
+    """dt = 2^-10, J = 7500, v = 1.5 J dt^2 asked to hold (target = command): the jerk-phase cap
+    v - B_J(v) dt is exactly the jerk bound v - J dt^2; the joint wanted rest and jerk kept it moving,
+    which is reported as the jerk limit."""
+    dt = 2.0 ** -10
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(JERKY)["a"]], dt)
+    lim.reset([0.0])
+    v = sign * 1.5 * lim.jerk[0] * dt * dt
+    lim.v[0] = v
+    assert lim._brake_accel(0, abs(v)) * dt == lim._jdt2[0]  # the tie is exact
+    lim.limit([0.0], None)
+    assert lim.interventions == [("jerk", 0, 7500.0, 0.0, v - sign * lim._jdt2[0])]
