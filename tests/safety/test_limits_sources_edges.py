@@ -336,3 +336,62 @@ def test_actuator_force_range_alone_switches_the_effort_limit_on_and_sub_unit_ra
     assert src["a"].fields["has_effort_limits"] is True and src["a"].fields["max_effort"] == 2.0
     assert src["b"].fields["has_effort_limits"] is True and src["b"].fields["max_effort"] == 0.5
     assert src["c"].fields["has_effort_limits"] is True and src["c"].fields["max_effort"] == 0.5
+
+
+# --- mutation run of limits_table (the `omni-vla limits` CLI) at 6a7b74b ---
+
+TABLE_URDF = """<robot name="r"><link name="l0"/><link name="l1"/><link name="l2"/><link name="l3"/>
+  <joint name="a" type="revolute"><parent link="l0"/><child link="l1"/>
+    <limit lower="-1" upper="1" velocity="0.1234567" effort="3"/>
+    <safety_controller soft_lower_limit="-0.5" soft_upper_limit="0.5" k_position="1"/></joint>
+  <joint name="w" type="continuous"><parent link="l1"/><child link="l2"/><limit velocity="2"/></joint>
+  <joint name="m" type="revolute"><parent link="l1"/><child link="l3"/><limit lower="-1" upper="1" velocity="1"/>
+    <mimic joint="a"/></joint>
+</robot>"""
+TABLE_OVERLAY = "joint_limits:\n  a: {has_acceleration_limits: true, max_acceleration: 4.0}\n"
+
+
+def _limits_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    from omni_vla_safety.limits_table import main as limits_main
+
+    (tmp_path / "r.urdf").write_text(TABLE_URDF)
+    (tmp_path / "over.yaml").write_text(TABLE_OVERLAY)
+    code = limits_main([str(tmp_path / "r.urdf"), "--overlay", str(tmp_path / "over.yaml"), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_cli_json_rows_give_each_limit_its_own_value_kind_note_soft_range_and_missing_fields(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    code, out = _limits_cli(tmp_path, capsys, "--json")
+    report = json.loads(out)
+    rows = {r["joint"]: r for r in report["joints"]}
+    assert code == 2 and report["accepted"] is False  # the continuous joint has no position limit
+    a, w, m = rows["a"], rows["w"], rows["m"]
+    assert {g: c["value"] for g, c in a["limits"].items()} == {
+        "position": [-1.0, 1.0], "velocity": 0.1234567, "acceleration": 4.0, "effort": 3.0, "soft": [-0.5, 0.5]}
+    assert (a["kind"], a["enforced"], a["missing"], a["problem"]) == ("revolute", True, [], "")
+    assert "soft" not in w["limits"] and "soft" not in m["limits"]
+    assert (w["kind"], w["note"], w["missing"]) == ("continuous", "continuous: no position limit",
+                                                   ["position", "acceleration"])
+    assert w["limits"]["position"] == {"value": None, "source": "missing"}  # its <joint type=continuous> is no limit
+    assert (m["enforced"], m["follows"], m["missing"], m["problem"]) == (False, "a", [], "")
+
+
+def test_cli_table_aligns_columns_marks_enforcement_rounds_values_and_prints_notes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _limits_cli(tmp_path, capsys)
+    assert code == 2
+    assert "\njoint  kind       enf position " in out
+    assert "\na      revolute   yes [-1, 1]                0.123457 " in out
+    assert "\nm      revolute   no  [-1, 1] " in out
+    assert "\n    note: continuous: no position limit\n" in out and "    note: \n" not in out
+
+
+def test_cli_help_describes_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from omni_vla_safety.limits_table import main as limits_main
+
+    with pytest.raises(SystemExit) as exc:
+        limits_main(["--help"])
+    assert exc.value.code == 0 and "what the supervisor would enforce" in " ".join(capsys.readouterr().out.split())
