@@ -813,3 +813,49 @@ def test_a_jerk_phase_approach_that_coincides_with_the_jerk_bound_reports_the_je
     assert lim._brake_accel(0, abs(v)) * dt == lim._jdt2[0]  # the tie is exact
     lim.limit([0.0], None)
     assert lim.interventions == [("jerk", 0, 7500.0, 0.0, v - sign * lim._jdt2[0])]
+
+
+def _geo_joint(vmax: float) -> object:
+    return parse_joint_limits_yaml("joint_limits:\n  a:\n    has_position_limits: true\n    min_position: -1.0\n"
+                                   "    max_position: 1.0\n    has_velocity_limits: true\n"
+                                   f"    max_velocity: {vmax}\n    has_acceleration_limits: true\n"
+                                   "    max_acceleration: 4.0\n")["a"]
+
+
+# dt = 2^-7, D = 4: B(x) = 0.5 exactly at x = 0.03515625 from a limit ((0.5 + D dt)^2 = 2 D x + (D dt)^2).
+GEO_DT, GEO_X = 2.0 ** -7, 0.03515625
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tie_between_the_velocity_and_position_bounds_is_reported_as_the_higher_priority_velocity(
+        sign: float) -> None:
+    lim = CommandLimiter(["a"], [_geo_joint(0.5)], GEO_DT)
+    lim.reset([sign * (1.0 - GEO_X)])
+    assert lim.brake_speed(0, GEO_X) == 0.5 == lim.vmax[0]
+    lim.v[0] = sign * 0.5  # cruising at the velocity limit towards the limit
+    lim.limit([sign * 1.0], None)
+    assert [r[:2] for r in lim.interventions] == [("velocity", 0)]
+    assert lim.v[0] == pytest.approx(sign * 0.5)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_deceleration_window_that_just_touches_the_braking_bound_takes_it_without_a_yield(sign: float) -> None:
+    """v = B(x) + D dt: braking at D lands exactly on B(x); that is allowed, nothing yields."""
+    lim = CommandLimiter(["a"], [_geo_joint(2.0)], GEO_DT)
+    lim.reset([sign * (1.0 - GEO_X)])
+    lim.v[0] = sign * (0.5 + lim._ddt[0])
+    lim.limit([sign * 0.99], None)
+    assert not any(r[0].endswith("_yielded") for r in lim.interventions)
+    assert lim.v[0] == pytest.approx(sign * 0.5)
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_the_jerk_yield_record_names_the_jerk_limit_the_acceleration_and_no_applied_value(upper: bool) -> None:
+    lim = CommandLimiter(PANDA, SETS, 0.001)
+    start = list(HOME)
+    start[0] = lim.hi[0] if upper else lim.lo[0]
+    lim.reset(start)
+    a0 = (-1.0 if upper else 1.0) * lim.dec[0]
+    lim.a[0] = a0
+    lim.stop()
+    assert lim.interventions == [("jerk_yielded", 0, lim.jerk[0], a0, 0.0)]
