@@ -859,3 +859,47 @@ def test_the_jerk_yield_record_names_the_jerk_limit_the_acceleration_and_no_appl
     lim.a[0] = a0
     lim.stop()
     assert lim.interventions == [("jerk_yielded", 0, lim.jerk[0], a0, 0.0)]
+
+
+def test_stopped_means_every_velocity_strictly_below_a_nanoradian_per_second() -> None:
+    lim = panda()
+    lim.v[3] = 1e-9
+    assert not lim.stopped
+    lim.v[3] = 0.99e-9
+    assert lim.stopped
+
+
+def test_an_infinite_max_relative_target_given_by_the_caller_means_no_window() -> None:
+    plain, windowless = panda(), panda(max_relative_target=[float("inf")] * 8)
+    target = list(HOME)
+    target[0] += 1.0
+    for _ in range(10):
+        meas = [q + 0.5 for q in windowless.q]
+        assert list(windowless.limit(target, meas)) == list(plain.limit(target, None))
+        assert windowless.interventions == plain.interventions
+
+
+def test_a_jerk_phase_approach_that_coincides_with_the_upper_jerk_bound_is_not_reported() -> None:
+    """dt = 2^-10, v = 1.5 J dt^2 asked to hold while a = -2 J dt: the jerk-phase cap v - J dt^2 equals
+    the jerk window's upper edge; the approach shapes the command there, nothing is reported."""
+    dt = 2.0 ** -10
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(JERKY)["a"]], dt)
+    lim.reset([0.0])
+    j2 = lim._jdt2[0]
+    lim.v[0], lim.a[0] = 1.5 * j2, -2.0 * lim.jerk[0] * dt
+    assert lim.v[0] + lim.a[0] * dt + j2 == lim.v[0] - lim._brake_accel(0, lim.v[0]) * dt  # the tie is exact
+    lim.limit([0.0], None)
+    assert lim.interventions == []
+    assert lim.v[0] == pytest.approx(0.5 * j2)
+
+
+def test_uniform_scaling_keeps_the_direction_with_the_first_joint_asked_to_stay() -> None:
+    lim = panda(uniform_scaling=True, target_horizon_s=0.0)
+    target = list(HOME)
+    target[1] += 1.0
+    target[2] += 0.25
+    for _ in range(5):
+        lim.limit(target, None)
+        assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
+        assert math.isclose((lim.q[2] - HOME[2]) / (lim.q[1] - HOME[1]), 0.25, rel_tol=1e-9)
+    assert lim.q[0] == HOME[0]
