@@ -903,3 +903,20 @@ def test_uniform_scaling_keeps_the_direction_with_the_first_joint_asked_to_stay(
         assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
         assert math.isclose((lim.q[2] - HOME[2]) / (lim.q[1] - HOME[1]), 0.25, rel_tol=1e-9)
     assert lim.q[0] == HOME[0]
+
+
+def test_uniform_scaling_feasible_when_a_joint_with_no_room_to_brake_allows_exactly_one_scale() -> None:
+    """Joint 1, too fast 1 mm from its limit, can take only the braking bound B (its interval is one
+    point), so exactly one scale B / wanted works: it is applied to every joint, nothing infeasible."""
+    lim = panda(uniform_scaling=True, target_horizon_s=0.0)
+    start = list(HOME)
+    start[0] = lim.hi[0] - 0.001
+    lim.reset(start)
+    lim.v[0] = 1.0
+    target = list(start)
+    target[0] = lim.hi[0]
+    target[1] += 0.0001
+    lim.limit(target, None)
+    assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
+    scale = lim.brake_speed(0, 0.001) / (0.001 / DT)
+    assert lim.v[1] == pytest.approx(0.0001 / DT * scale, rel=1e-6)
