@@ -920,3 +920,16 @@ def test_uniform_scaling_feasible_when_a_joint_with_no_room_to_brake_allows_exac
     assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
     scale = lim.brake_speed(0, 0.001) / (0.001 / DT)
     assert lim.v[1] == pytest.approx(0.0001 / DT * scale, rel=1e-6)
+
+
+def test_a_jerk_phase_approach_that_coincides_with_the_lower_jerk_bound_is_not_reported() -> None:
+    """Mirror of the upper case: v = -1.5 J dt^2 asked to hold while a = +2 J dt."""
+    dt = 2.0 ** -10
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(JERKY)["a"]], dt)
+    lim.reset([0.0])
+    j2 = lim._jdt2[0]
+    lim.v[0], lim.a[0] = -1.5 * j2, 2.0 * lim.jerk[0] * dt
+    assert lim.v[0] + lim.a[0] * dt - j2 == lim.v[0] + lim._brake_accel(0, -lim.v[0]) * dt  # the tie is exact
+    lim.limit([0.0], None)
+    assert lim.interventions == []
+    assert lim.v[0] == pytest.approx(-0.5 * j2)
