@@ -933,3 +933,16 @@ def test_a_jerk_phase_approach_that_coincides_with_the_lower_jerk_bound_is_not_r
     lim.limit([0.0], None)
     assert lim.interventions == []
     assert lim.v[0] == pytest.approx(-0.5 * j2)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_an_inverted_max_step_window_touching_the_velocity_bound_yields_to_the_deceleration_edge(sign: float) -> None:
+    """dt = 2^-7, A = D = 4, cruising at -2 rad/s (the velocity limit) with the robot lagging 0.140625 behind
+    a 0.125 window: the window (its far edge exactly -2) lies beyond the interval [-2, -2 + D dt]; the
+    max step yields and the command keeps to the deceleration edge, not the velocity one."""
+    lim = CommandLimiter(["a"], [_geo_joint(2.0)], GEO_DT, max_relative_target=[0.125])
+    lim.reset([0.0])
+    lim.v[0] = -2.0 * sign
+    lim.limit([-0.9 * sign], [-0.140625 * sign])
+    assert [r[0] for r in lim.interventions][:1] == ["max_step_yielded"]
+    assert lim.v[0] == pytest.approx(sign * (-2.0 + 4.0 * GEO_DT))
