@@ -946,3 +946,8 @@ def test_an_inverted_max_step_window_touching_the_velocity_bound_yields_to_the_d
     lim.limit([-0.9 * sign], [-0.140625 * sign])
     assert [r[0] for r in lim.interventions][:1] == ["max_step_yielded"]
     assert lim.v[0] == pytest.approx(sign * (-2.0 + 4.0 * GEO_DT))
+
+
+def test_limiter_refuses_more_joint_names_than_limit_sets() -> None:
+    with pytest.raises(ValueError, match="9 joint names but 8 limit sets"):
+        CommandLimiter(PANDA + ["extra_joint"], SETS, DT)
