@@ -951,3 +951,16 @@ def test_an_inverted_max_step_window_touching_the_velocity_bound_yields_to_the_d
 def test_limiter_refuses_more_joint_names_than_limit_sets() -> None:
     with pytest.raises(ValueError, match="9 joint names but 8 limit sets"):
         CommandLimiter(PANDA + ["extra_joint"], SETS, DT)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_holding_position_while_still_moving_follows_the_jerk_phase_approach_to_rest(sign: float) -> None:
+    """~1 kHz, |v| = 0.005 with a slight braking acceleration, target = the command itself (error 0): the
+    jerk window forces motion on, and the command is the jerk-phase approach v -+ B_J(|v|) dt."""
+    dt = 2.0 ** -10
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(JERKY)["a"]], dt)
+    lim.reset([0.0])
+    lim.v[0] = -0.005 * sign
+    lim.a[0] = sign * (0.0045 - lim._jdt2[0]) / dt
+    lim.limit([0.0], None)
+    assert lim.v[0] == pytest.approx(sign * (-0.005 + lim._brake_accel(0, 0.005) * dt), rel=1e-9)
