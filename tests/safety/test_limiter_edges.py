@@ -964,3 +964,27 @@ def test_holding_position_while_still_moving_follows_the_jerk_phase_approach_to_
     lim.a[0] = sign * (0.0045 - lim._jdt2[0]) / dt
     lim.limit([0.0], None)
     assert lim.v[0] == pytest.approx(sign * (-0.005 + lim._brake_accel(0, 0.005) * dt), rel=1e-9)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_robot_ahead_of_the_window_pulls_the_command_at_the_full_lead_over_dt(sign: float) -> None:
+    """Measured 0.0015 beyond a 0.1 window: the command must head out at 0.15 rad/s, more than the
+    acceleration allows from rest, so the max step yields and the command accelerates fully."""
+    lim = CommandLimiter(["a"], [_one_joint(-1.0, 1.0)], DT, max_relative_target=[0.1])
+    lim.reset([0.0])
+    lim.limit([0.0], [sign * 0.1015])
+    assert [r[0] for r in lim.interventions][:1] == ["max_step_yielded"]
+    assert lim.v[0] == pytest.approx(sign * 0.03)
+
+
+def test_limiter_refuses_more_max_relative_target_values_than_joints() -> None:
+    with pytest.raises(ValueError, match="max_relative_target needs 1 or 8 values, got 9"):
+        CommandLimiter(PANDA, SETS, DT, max_relative_target=[0.1] * 9)
+
+
+def test_uniform_scaling_names_the_first_of_two_joints_binding_at_the_same_scale() -> None:
+    spec = _one_joint(-1.0, 1.0)
+    lim = CommandLimiter(["a", "b"], [spec, spec], DT, uniform_scaling=True)
+    lim.reset([0.0, 0.0])
+    lim.limit([0.5, 0.5], None)
+    assert [r[1] for r in lim.interventions if r[0] == "uniform_scale"] == [0]
