@@ -43,6 +43,16 @@ def test_limiter_refuses_inconsistent_configuration_naming_it(names: list[str], 
         CommandLimiter(names, SETS, dt, **kwargs)
     assert message in str(exc.value)
 
+def drive_uniformly(lim: CommandLimiter, start: list[float], target: list[float], lead: int, follower: int,
+                    ratio: float, still: int) -> None:
+    """Five ticks towards `target`: never infeasible, `follower` moves `ratio` times `lead`, `still` stays put."""
+    for _ in range(5):
+        lim.limit(target, None)
+        assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
+        assert math.isclose((lim.q[follower] - start[follower]) / (lim.q[lead] - start[lead]), ratio, rel_tol=1e-9)
+    assert lim.q[still] == start[still]
+
+
 
 def test_limiter_accepts_the_edges_of_its_configuration() -> None:
     assert CommandLimiter(PANDA, SETS, DT, margin=0.0).vmax[0] == 2.175
@@ -276,11 +286,7 @@ def test_uniform_scaling_keeps_the_direction_with_the_gripper_parked_at_a_limit(
     target = list(start)
     target[0] += 2.0
     target[1] += 0.5
-    for _ in range(5):
-        lim.limit(target, None)
-        assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
-        assert math.isclose((lim.q[1] - start[1]) / (lim.q[0] - start[0]), 0.25, rel_tol=1e-9)
-    assert lim.q[7] == start[7]
+    drive_uniformly(lim, start, target, lead=0, follower=1, ratio=0.25, still=7)
 
 
 def test_uniform_scaling_never_drives_a_joint_away_from_its_target() -> None:
@@ -898,11 +904,7 @@ def test_uniform_scaling_keeps_the_direction_with_the_first_joint_asked_to_stay(
     target = list(HOME)
     target[1] += 1.0
     target[2] += 0.25
-    for _ in range(5):
-        lim.limit(target, None)
-        assert not any(r[0] == UNIFORM_SCALE_INFEASIBLE for r in lim.interventions)
-        assert math.isclose((lim.q[2] - HOME[2]) / (lim.q[1] - HOME[1]), 0.25, rel_tol=1e-9)
-    assert lim.q[0] == HOME[0]
+    drive_uniformly(lim, list(HOME), target, lead=1, follower=2, ratio=0.25, still=0)
 
 
 def test_uniform_scaling_feasible_when_a_joint_with_no_room_to_brake_allows_exactly_one_scale() -> None:
