@@ -241,11 +241,13 @@ def test_general_servo_with_explicit_fixed_gain_and_a_six_number_gear() -> None:
     assert (src["j"].fields["min_position"], src["j"].fields["max_position"]) == (0.25, 0.5)
 
 
-def test_motor_in_a_class_whose_position_default_has_inheritrange_gets_no_effort_from_it() -> None:
-    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<motor joint="j"/>',
+@pytest.mark.parametrize("actuator, field", [("motor", "has_effort_limits"), ("velocity", "has_velocity_limits")])
+def test_non_position_actuator_gets_nothing_from_a_position_default_inheritrange_like_mujoco(
+        actuator: str, field: str) -> None:
+    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', f'<{actuator} joint="j"/>',
                                  '<compiler angle="radian"/><default><position inheritrange="0.5"/></default>'),
                             "/tmp/r.xml")
-    assert "has_effort_limits" not in src["j"].fields
+    assert field not in src["j"].fields
 
 
 def test_unknown_root_element_refused_even_if_it_sorts_before_mujoco() -> None:
@@ -275,13 +277,6 @@ def test_inheritrange_takes_the_joint_range_about_its_middle_and_only_when_posit
     assert servo('<position joint="j" inheritrange="0.5"/>') == (0.75, 2.25)
     assert servo('<position joint="j" ctrlrange="0.2 1" inheritrange="-0.5"/>') == (0.2, 1.0)  # MuJoCo ignores it
     assert servo('<position joint="j" ctrlrange="0.2 1" inheritrange=""/>') == (0.2, 1.0)
-
-
-def test_velocity_servo_gets_no_inheritrange_from_a_position_default_like_mujoco() -> None:
-    src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<velocity joint="j"/>',
-                                 '<compiler angle="radian"/><default><position inheritrange="0.5"/></default>'),
-                            "/tmp/r.xml")
-    assert "has_velocity_limits" not in src["j"].fields
 
 
 def test_velocity_servo_ctrlrange_switches_the_velocity_limit_on() -> None:

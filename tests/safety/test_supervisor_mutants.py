@@ -237,11 +237,17 @@ def test_joint_state_watchdog_reason_says_how_old_the_last_joint_state_is(move_t
         moving(rig, ticks=move_ticks)
     last_state = rig.now
     stopped_at = _tick_until_watchdog(rig, joint_states=False)
-    events = [m for kind, m in rig.sup.events if kind == "watchdog_joint_state"]
-    assert len(events) == 1 and events[0].startswith("joint states stale (")
-    assert _seconds_in(events[0]) == pytest.approx(stopped_at - last_state, abs=1e-3)
-    assert stopped_at - last_state > CONFIG.joint_state_timeout_s
-    assert f"joint_state_timeout_s {CONFIG.joint_state_timeout_s})" in events[0]
+    assert_watchdog_reason(rig, "watchdog_joint_state", "joint states stale (", stopped_at - last_state,
+                           "joint_state_timeout_s", CONFIG.joint_state_timeout_s)
+
+
+def assert_watchdog_reason(rig: Rig, kind: str, start: str, age: float, parameter: str, timeout: float) -> None:
+    """One event of `kind`, saying how old the input was (as measured) and naming the timeout parameter."""
+    events = [m for k, m in rig.sup.events if k == kind]
+    assert len(events) == 1 and events[0].startswith(start)
+    assert _seconds_in(events[0]) == pytest.approx(age, abs=1e-3)
+    assert age > timeout
+    assert f"{parameter} {timeout})" in events[0]
 
 
 def test_command_watchdog_reason_says_how_old_the_last_proposal_is() -> None:
@@ -250,11 +256,8 @@ def test_command_watchdog_reason_says_how_old_the_last_proposal_is() -> None:
     moving(rig, ticks=10)
     last_command = rig.sup.command_time
     stopped_at = _tick_until_watchdog(rig, joint_states=True)
-    events = [m for kind, m in rig.sup.events if kind == "watchdog_command"]
-    assert len(events) == 1 and events[0].startswith("proposals stopped (")
-    assert _seconds_in(events[0]) == pytest.approx(stopped_at - last_command, abs=1e-3)
-    assert stopped_at - last_command > CONFIG.command_timeout_s
-    assert f"command_timeout_s {CONFIG.command_timeout_s})" in events[0]
+    assert_watchdog_reason(rig, "watchdog_command", "proposals stopped (", stopped_at - last_command,
+                           "command_timeout_s", CONFIG.command_timeout_s)
 
 
 # --- out-of-range proposals -----------------------------------------------------------------------
