@@ -990,3 +990,13 @@ def test_uniform_scaling_names_the_first_of_two_joints_binding_at_the_same_scale
     lim.reset([0.0, 0.0])
     lim.limit([0.5, 0.5], None)
     assert [r[1] for r in lim.interventions if r[0] == "uniform_scale"] == [0]
+
+
+def test_by_default_joints_are_limited_independently_without_uniform_scaling() -> None:
+    lim = panda(target_horizon_s=1.0)
+    target = list(HOME)
+    target[1] += 2.0
+    target[0] += 0.1
+    lim.limit(target, None)
+    assert not any(r[0].startswith("uniform_scale") for r in lim.interventions)
+    assert lim.v[0] == pytest.approx(0.1)
