@@ -5,6 +5,9 @@ Two stages, both allocation-free once buffers exist:
   cvtColor(dst=...) into the newest-frame buffer, and copy joint positions by name;
 - policy input (PolicyImage, called by the controller when it requests a chunk): cv2.resize with
   INTER_AREA into a preallocated 64x64 buffer, then HWC uint8 -> CHW float32 in [0, 1] in place.
+Each property of an input is checked in one place: the message's byte layout in the ROS adapter
+(ros/node.py image_array), encoding, dtype, shape and size here, presence and age in the controller,
+and the runtime checks only the arrays handed to it (its own API).
 """
 from __future__ import annotations
 
@@ -27,10 +30,15 @@ class JointStateRejected(ValueError):
     """A joint state that does not name every configured joint."""
 
 
-def check_image(image: Any, encoding: str = "rgb8") -> None:
-    """Raise ImageRejected naming what is wrong; accept any uint8 [H, W, 3] rgb8/bgr8 of sane size."""
+def check_encoding(encoding: str) -> None:
+    """The one encoding rule (the ROS adapter asks it before decoding a message's bytes)."""
     if encoding not in ENCODINGS:
         raise ImageRejected(f"unsupported image encoding {encoding!r}; expected one of {ENCODINGS}")
+
+
+def check_image(image: Any, encoding: str = "rgb8") -> None:
+    """Raise ImageRejected naming what is wrong; accept any uint8 [H, W, 3] rgb8/bgr8 of sane size."""
+    check_encoding(encoding)
     if not isinstance(image, np.ndarray):
         raise ImageRejected(f"image must be a numpy array, got {type(image).__name__}")
     if image.dtype != np.uint8:

@@ -33,7 +33,7 @@ from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.controller import Controller
 from omni_vla.core.loop import Scheduler
-from omni_vla.core.perception import ENCODINGS, ImageRejected, JointStateRejected, ObservationStore
+from omni_vla.core.perception import ImageRejected, JointStateRejected, ObservationStore, check_encoding
 from omni_vla.core.settings import VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
@@ -63,8 +63,7 @@ def _description(name: str) -> str:
 
 def image_array(msg: Image) -> np.ndarray:
     """sensor_msgs/Image (rgb8/bgr8) as an [H, W, 3] view; ImageRejected naming what is wrong."""
-    if msg.encoding not in ENCODINGS:
-        raise ImageRejected(f"unsupported image encoding {msg.encoding!r}; expected one of {ENCODINGS}")
+    check_encoding(msg.encoding)
     h, w, step = msg.height, msg.width, msg.step
     data = np.frombuffer(msg.data, np.uint8)
     if h == 0 or w == 0 or step < 3 * w or data.size < h * step:
