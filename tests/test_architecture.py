@@ -73,7 +73,6 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     **{m: ("omni_vla.tools", "omni_vla_sim") for m in ROS},  # extra "ros": tools/sim verbs that run without ROS
 }
 # Not fixable here: safety/ is frozen while its mutation testing runs (its owner fixes these).
-PENDING: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ def _violations(imports: list[Imp]) -> list[str]:
     for imp in imports:
         if imp.project:
             why = _layer_violation(imp.src, imp.dst)
-            if why and (imp.src, imp.dst) not in PENDING:
+            if why:
                 bad.append(f"{imp.where} imports {why}")
             continue
         root = imp.dst.split(".")[0]
@@ -201,7 +200,7 @@ def _violations(imports: list[Imp]) -> list[str]:
 def _function_level(imports: list[Imp]) -> list[str]:
     bad = []
     for imp in imports:
-        if not imp.in_function or (imp.src, imp.dst) in PENDING:
+        if not imp.in_function:
             continue
         root = imp.dst.split(".")[0]
         if imp.project:
@@ -221,8 +220,7 @@ def _cycles(imports: list[Imp]) -> list[list[str]]:
     graph: dict[str, set[str]] = {m: set() for m in FILES}
     for imp in imports:
         if imp.project and not imp.in_function and not imp.type_checking and imp.dst in graph and imp.dst != imp.src:
-            if (imp.src, imp.dst) not in PENDING:
-                graph[imp.src].add(imp.dst)
+            graph[imp.src].add(imp.dst)
     # Tarjan's strongly connected components; each component with more than one module holds a cycle.
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -297,12 +295,6 @@ def test_module_level_imports_between_project_modules_have_no_cycle() -> None:
 def test_function_level_imports_are_only_optional_heavy_dependencies_with_a_reason() -> None:
     bad = _function_level(IMPORTS)
     assert not bad, f"{len(bad)} function-level imports:\n" + "\n".join(bad)
-
-
-def test_pending_exceptions_still_exist() -> None:
-    """An entry of PENDING that no longer matches an import is stale: delete it."""
-    seen = {(i.src, i.dst) for i in IMPORTS}
-    assert not [k for k in PENDING if k not in seen]
 
 
 def _fake(module: str, source: str) -> list[Imp]:
