@@ -351,7 +351,7 @@ class SafetySupervisorNode(Node):
 
 
 class _Sigint:
-    """Ctrl-C seen. rclpy chains to this handler; its KeyboardInterrupt comes out as a RuntimeError when
+    """Ctrl-C or SIGTERM (launch's escalation, systemd) seen. rclpy chains to this handler; its KeyboardInterrupt comes out as a RuntimeError when
     it lands inside a pybind11 call, which is then a clean shutdown. (Own copy: safety imports nothing
     from the project.)"""
 
@@ -365,7 +365,8 @@ class _Sigint:
 
 def main(args: list[str] | None = None) -> int:
     """Entry point `safety_supervisor`: exits 1 with a one-line reason on bad parameters or limits."""
-    signal.signal(signal.SIGINT, _Sigint.handler)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _Sigint.handler)
     # Real-time for the executor and the DDS threads too (they inherit it from here): a normal-priority
     # thread preempted while holding the GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine.
     executor_scheduling = set_realtime_priority(RT_PRIORITY - 1)

@@ -1,8 +1,10 @@
-"""Ctrl-C that lands inside rclpy is still a clean shutdown, and only then.
+"""A stop request (Ctrl-C, or SIGTERM from launch's escalation, systemd or docker) that lands inside rclpy is
+still a clean shutdown, and only then.
 
-rclpy chains its own SIGINT handler to the Python one installed before `rclpy.init()`. The Python
-handler raises KeyboardInterrupt; when that lands inside a pybind11 call (taking a message) it comes
-out as a RuntimeError. The flag tells that RuntimeError apart from a real one, which must still fail.
+rclpy chains its own SIGINT/SIGTERM handlers to the Python ones installed before `rclpy.init()`. The Python
+handler raises KeyboardInterrupt; when that lands inside a pybind11 call (taking a message, building a wait
+set on the context rclpy's signal thread just shut down) it comes out as a RuntimeError. The flag tells
+that RuntimeError apart from a real one, which must still fail.
 """
 from __future__ import annotations
 
@@ -16,14 +18,18 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class SigintFlag:
-    """Install before `rclpy.init()`; `seen` says whether a SIGINT arrived."""
+    """Install before `rclpy.init()`; `seen` says whether a stop signal (SIGINT or SIGTERM) arrived."""
 
     def __init__(self) -> None:
         self.seen = False
 
     def install(self) -> "SigintFlag":
-        signal.signal(signal.SIGINT, self._handler)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._handler)
         return self
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
@@ -31,15 +37,15 @@ class SigintFlag:
         raise KeyboardInterrupt
 
     def interrupted(self, exc: BaseException) -> bool:
-        """True when `exc` is how a Ctrl-C surfaced (exit 0); False for a real error (re-raise it)."""
+        """True when `exc` is how a stop signal surfaced (exit 0); False for a real error (re-raise it)."""
         return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and self.seen)
 
 
 @contextmanager
 def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Iterator[SigintFlag]:
-    """A node process's life: Ctrl-C handling, rclpy.init, and on the way out (clean or not) the callables
+    """A node process's life: stop-signal handling, rclpy.init, and on the way out (clean or not) the callables
     in `cleanup` (filled in as the body creates things) and rclpy's shutdown. A Ctrl-C or an external
-    shutdown ends the body cleanly; any other error still propagates."""
+    shutdown (or SIGTERM) ends the body cleanly; any other error still propagates."""
     sigint = SigintFlag().install()
     rclpy.init(args=argv if argv is not None else sys.argv)
     try:
