@@ -29,6 +29,8 @@ from tqdm import tqdm
 
 import omni_vla
 from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, RuntimeBackend, Strategy, node_settings
+from omni_vla.tools.errors import describe, is_user_error, non_negative_int, positive_int
+from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_safety.config import config_from_yaml
 from omni_vla_safety.limits import load_enforced_limits
 from omni_vla_safety.supervisor import Supervisor
@@ -281,7 +283,10 @@ def versions(settings: EvalSettings) -> dict[str, Any]:
 def preflight(settings: EvalSettings) -> None:
     """Fail before any episode: bad bundle, unreachable server."""
     if settings.bundle_dir is not None:
-        shared_runtime(settings.backend, str(settings.bundle_dir), settings.threads)
+        runtime = shared_runtime(settings.backend, str(settings.bundle_dir), settings.threads)
+        if settings.execution_horizon > runtime.horizon:
+            raise ValueError(f"execution horizon {settings.execution_horizon} is longer than the bundle's chunk "
+                             f"length {runtime.horizon} ({settings.bundle_dir}); expected 1..{runtime.horizon}")
     if settings.backend == "openpi" or settings.replan:
         check_server(settings.openpi_url)
 
@@ -314,25 +319,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default=NODE.backend, choices=BACKENDS)
     p.add_argument("--bundle", type=Path, default=REPO / "bundles" / "reference")
     p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
-    p.add_argument("--episodes", type=int, default=50, help="per task")
+    p.add_argument("--episodes", type=positive_int, default=50, help="per task")
     p.add_argument("--seed-base", type=int, default=EVAL_SEED_BASE,
                    help=f"first seed of every task (>= {EVAL_SEED_BASE}); tune settings on other seeds than you report")
     p.add_argument("--strategy", default=EvalSettings.model_fields["strategy"].default,
                    choices=STRATEGIES, help="chunk splicing (default: the node's)")
-    p.add_argument("--delay", type=int, default=EvalSettings.model_fields["delay_ticks"].default,
+    p.add_argument("--delay", type=non_negative_int, default=EvalSettings.model_fields["delay_ticks"].default,
                    help="simulated inference delay in ticks (default: the node's, one tick)")
-    p.add_argument("--execution-horizon", type=int, default=EvalSettings.model_fields["execution_horizon"].default,
+    p.add_argument("--execution-horizon", type=positive_int, default=EvalSettings.model_fields["execution_horizon"].default,
                    help="rows executed per chunk (default: the node's, chosen on validation seeds)")
     p.add_argument("--noise-scale", type=float, default=EvalSettings.model_fields["noise_scale"].default,
                    help="flow sampling temperature (0: deterministic, the default: chosen on validation seeds)")
     p.add_argument("--held-out", action="store_true", help="use each task's held-out instruction")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=positive_int, default=2)
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"))
     p.add_argument("--openpi-url", default=None, help="ws://host:port of an OpenPI server")
     p.add_argument("--replan", action="store_true", help="local policy + cloud re-planning on stall")
     p.add_argument("--cloud-latency-ms", type=float, default=300.0)
     p.add_argument("--replan-cadence", type=float, default=0.0, help="seconds between cadence re-plans (0: off)")
-    p.add_argument("--videos", type=int, default=1, help="mp4s per task (capped)")
+    p.add_argument("--videos", type=non_negative_int, default=1, help="mp4s per task (capped)")
     p.add_argument("--record", type=Path, default=None, help="also write every episode here")
     p.add_argument("--record-format", choices=RECORD_FORMATS, default="hdf5",
                    help="hdf5: the demonstration dataset format; mcap: a ROS 2 bag per episode")
@@ -360,12 +365,15 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
             delay_ticks=args.delay, execution_horizon=args.execution_horizon, noise_scale=args.noise_scale,
             held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
-        preflight(settings)
-        if args.compare:
-            for variant in variants(args.compare, settings).values():
-                preflight(variant)
-    except Exception as exc:  # noqa: BLE001 - any set-up failure is reported before episodes start
-        print(f"omni-vla eval: {type(exc).__name__}: {exc}", file=sys.stderr)
+        with native_stdout_silenced():  # a refusal is one line: no MNN banner around it
+            preflight(settings)
+            if args.compare:
+                for variant in variants(args.compare, settings).values():
+                    preflight(variant)
+    except Exception as exc:  # noqa: BLE001 - a bad input is reported before episodes start; a bug propagates
+        if not is_user_error(exc):
+            raise
+        print(f"omni-vla eval: {describe(exc)}", file=sys.stderr)
         return 2
     videos = min(args.videos, 5)
     if args.compare:
