@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from omni_vla.tools.errors import positive_int
 from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, write_records
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 from omni_vla_sim.experts import run_episode
@@ -48,10 +49,11 @@ _env_cache: dict = {}
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla collect", description=__doc__)
     p.add_argument("--out", type=Path, default=Path("data/demos"))
-    p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
-    p.add_argument("--episodes", type=int, default=200, help="per task")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--image-size", type=int, default=POLICY_IMAGE_SIZE)
+    p.add_argument("--tasks", nargs="+", default=sorted(TASKS), choices=sorted(TASKS), metavar="TASK",
+                   help=f"one or more of {', '.join(sorted(TASKS))}")
+    p.add_argument("--episodes", type=positive_int, default=200, help="per task")
+    p.add_argument("--workers", type=positive_int, default=2)
+    p.add_argument("--image-size", type=positive_int, default=POLICY_IMAGE_SIZE)
     p.add_argument("--recovery", type=Path, metavar="BUNDLE",
                    help="recovery demonstrations: this bundle's policy drives, the expert takes over (sim/recovery.py)")
     p.add_argument("--backend", choices=("mnn", "executorch", "torch"), default="mnn", help="with --recovery")
@@ -63,8 +65,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="correction demonstrations (place and stack only): the expert grasps |LO..HI| m off-centre "
                         "along the fingers and only the carry and placement are recorded")
     args = p.parse_args(argv)
-    for t in args.tasks:
-        get_task(t)
     if args.recovery is not None:
         return _collect_recovery(args)
     offsets = None

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from omni_vla.tools.bringup import Bringup
+from omni_vla.tools.errors import UsageError, bundle_dir, positive_int
 from omni_vla_sim.report import EpisodeResult, summarise, write_report
 from omni_vla_sim.showcase import main as showcase
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
@@ -138,17 +139,20 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)
-    p.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE)
+    p.add_argument("--bundle", type=bundle_dir, default=DEFAULT_BUNDLE,
+                   help="exported policy bundle (default: the shipped bundles/reference)")
     p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
-    p.add_argument("--episodes", type=int, default=2, help="per task")
-    p.add_argument("--tasks", nargs="+", default=sorted(TASKS))
+    p.add_argument("--episodes", type=positive_int, default=2, help="per task")
+    p.add_argument("--tasks", nargs="+", default=sorted(TASKS), choices=sorted(TASKS), metavar="TASK",
+                   help=f"one or more of {', '.join(sorted(TASKS))}")
     p.add_argument("--out", type=Path, default=Path("reports/demo"))
     p.add_argument("--expert", action="store_true", help="scripted experts only (no policy, no ROS)")
     args = p.parse_args(argv)
-    if args.expert or not (args.bundle / "manifest.json").exists():
-        if not args.expert:
-            print(f"[demo] no policy bundle at {args.bundle}: showing the scripted experts instead")
+    if args.expert:
         return showcase(["--episodes", str(args.episodes), "--out", str(args.out / "expert")])
+    if not (args.bundle / "manifest.json").is_file():  # the default bundle is missing from this checkout
+        raise UsageError(f"--bundle {args.bundle}: not a policy bundle (no manifest.json); "
+                         "pass an exported bundle, or --expert for the scripted experts")
     domain = random.randint(1, 100)
     overrides = {
         "vla_node": {"bundle_dir": str(args.bundle.resolve()), "backend": args.backend, "autostart": True},

@@ -157,10 +157,12 @@ def existing_dir(text: str) -> Path:
 
 def bundle_dir(text: str) -> Path:
     """argparse type: an exported policy bundle (a directory with manifest.json)."""
-    path = existing_dir(text)
+    path = Path(text)
+    expected = "expected a policy bundle directory written by `omni-vla export`"
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory ({expected})")
     if not (path / "manifest.json").is_file():
-        raise argparse.ArgumentTypeError(f"{text}: not a policy bundle (no manifest.json; expected a directory "
-                                         "written by `omni-vla export`)")
+        raise argparse.ArgumentTypeError(f"{text}: no manifest.json there ({expected})")
     return path
 
 
