@@ -8,7 +8,8 @@ the tick (the real-time Scheduler, or the simulator's clock).
 """
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,12 +22,14 @@ from omni_vla.core.settings import LoopSettings
 class Loop:
     """Controller + observation store + one preallocated command; `tick` is the lock-step tick."""
 
-    def __init__(self, settings: LoopSettings, inference: InferenceClient, replanner: Any = None) -> None:
+    def __init__(self, settings: LoopSettings, inference: InferenceClient, replanner: Any = None,
+                 clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None) -> None:
+        """`clock`: the tick's time base (the Scheduler's); `stamp_clock`: the messages' (see ObservationStore)."""
         self.settings = settings
         self.inference = inference
         self.replanner = replanner
         self.controller = Controller(settings, inference, replanner=replanner)
-        self.store = ObservationStore(settings.joint_names)
+        self.store = ObservationStore(settings.joint_names, clock, stamp_clock, settings.max_future_stamp_s)
         self.command = np.zeros(len(settings.joint_names), np.float64)
         self.commands = 0
 
@@ -43,6 +46,12 @@ class Loop:
         np.copyto(self.command, action)
         self.commands += 1
         return self.command
+
+    def update(self, settings: LoopSettings) -> None:
+        """Apply a live settings change (LIVE_LOOP_SETTINGS; anything else raises ValueError)."""
+        self.controller.update(settings)
+        self.store.max_future_stamp_s = settings.max_future_stamp_s
+        self.settings = settings
 
     def close(self) -> None:
         """Stop the re-planner and the inference client (idempotent in both)."""
@@ -63,7 +72,8 @@ def check_joint_names(settings: LoopSettings, policy_joints: list[str]) -> None:
                          f"{policy_joints}")
 
 
-def build_loop(settings: LoopSettings, inference: InferenceClient, replanner: Any = None) -> Loop:
+def build_loop(settings: LoopSettings, inference: InferenceClient, replanner: Any = None,
+               clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None) -> Loop:
     """The assembled loop; refuses joints, horizons or shapes that do not fit the policy."""
     check_joint_names(settings, list(getattr(inference, "joint_names", None) or []))
-    return Loop(settings, inference, replanner)
+    return Loop(settings, inference, replanner, clock, stamp_clock)

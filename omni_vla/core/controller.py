@@ -23,11 +23,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from omni_vla.core.chunking import ChunkQueue, rtc_prefix
-from omni_vla.core.settings import LoopSettings
+from omni_vla.core.settings import LIVE_LOOP_SETTINGS, LoopSettings
 from omni_vla.core.ports import InferenceClient
 from omni_vla.core.perception import ImageRejected, PolicyImage
 
-OK, WAITING, ERROR = "OK", "WAITING", "ERROR"
+# WAITING: nothing wrong yet (no first data, instruction or chunk); STALE: data stopped arriving;
+# ERROR: the inference worker failed. The robot is held in all three.
+OK, WAITING, STALE, ERROR = "OK", "WAITING", "STALE", "ERROR"
 
 
 class Controller:
@@ -71,11 +73,9 @@ class Controller:
         self.replanner = replanner
         self.last_rejection = ""
         self.last_prefix_len = 0
-        age = config.max_obs_age_s
-        self._missing = {"front": "no front camera image yet", "wrist": "no wrist camera image yet",
-                         "joints": "no joint state yet"}
-        self._stale = {k: f"{v} older than max_obs_age_s={age:g} s" for k, v in
-                       (("front", "front camera image"), ("wrist", "wrist camera image"), ("joints", "joint state"))}
+        self._missing = {"front": "waiting for the first front camera image",
+                         "wrist": "waiting for the first wrist camera image", "joints": "waiting for the first joint state"}
+        self._stale = self._stale_reasons(config.max_obs_age_s)
 
     # ----- the tick ---------------------------------------------------------------------------
     def step(self, obs: Mapping[str, Any], tick: int, now: float | None = None) -> np.ndarray | None:
@@ -92,7 +92,7 @@ class Controller:
             return self._hold(ERROR, inf.reason)
         problem = self._input_problem(obs, now)
         if problem is not None:
-            return self._hold(ERROR, problem)
+            return self._hold(*problem)
         if self.instruction is None:
             return self._hold(WAITING, "no instruction yet")
         if self.replanner is not None:
@@ -128,7 +128,21 @@ class Controller:
         self._have_chunk = False
         self._set(WAITING, "reset")
 
+    def update(self, config: LoopSettings) -> None:
+        """Apply a live settings change (LIVE_LOOP_SETTINGS only: the rest built the queue and buffers)."""
+        fixed = sorted(k for k in LoopSettings.model_fields
+                       if k not in LIVE_LOOP_SETTINGS and getattr(config, k) != getattr(self.config, k))
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot change while the loop runs: reconfigure")
+        self._stale = self._stale_reasons(config.max_obs_age_s)
+        self.config = config
+
     # ----- internals --------------------------------------------------------------------------
+    @staticmethod
+    def _stale_reasons(age: float) -> dict[str, str]:
+        return {k: f"{v} older than max_obs_age_s={age:g} s" for k, v in
+                (("front", "front camera image"), ("wrist", "wrist camera image"), ("joints", "joint state"))}
+
     def _splice_cloud_plan(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
         """A validated, time-aligned cloud plan replaces the queue from this tick (never blocks).
 
@@ -158,22 +172,23 @@ class Controller:
         self._set(state, reason)
         return None
 
-    def _input_problem(self, obs: Mapping[str, Any], now: float) -> str | None:
+    def _input_problem(self, obs: Mapping[str, Any], now: float) -> tuple[str, str] | None:
+        """(WAITING, which input never came) or (STALE, which input is too old), or None."""
         if obs.get("front") is None:
-            return self._missing["front"]
+            return WAITING, self._missing["front"]
         if obs.get("wrist") is None:
-            return self._missing["wrist"]
+            return WAITING, self._missing["wrist"]
         if obs.get("qpos") is None:
-            return self._missing["joints"]
+            return WAITING, self._missing["joints"]
         stamps = obs.get("stamps")
         if stamps:
             limit = self.config.max_obs_age_s
             for key in ("front", "wrist", "joints"):
                 t = stamps.get(key)
                 if t is None:
-                    return self._missing[key]
+                    return WAITING, self._missing[key]
                 if now - t > limit:
-                    return self._stale[key]
+                    return STALE, self._stale[key]
         return None
 
     def _collect(self, tick: int, now: float) -> None:

@@ -39,6 +39,34 @@ class MonotonicClock:
             pass
 
 
+class PolledClock:
+    """Seconds read from a callable (ROS time under use_sim_time, given by the node); a wait polls it,
+    so the loop runs on simulated time: faster, slower or paused with the simulation. `wake` ends a
+    wait at once (stop), since the time it waits for may never come."""
+
+    def __init__(self, now: Callable[[], float], poll_s: float = 0.001) -> None:
+        self.now = now
+        self.poll_s = poll_s
+        self._wake = threading.Event()
+
+    def sleep_until(self, deadline: float) -> None:
+        while self.now() < deadline and not self._wake.wait(self.poll_s):
+            pass
+
+    def wait_for_start(self) -> bool:
+        """Wait until time is running (ROS time is 0 until the first /clock); False when woken first."""
+        while self.now() <= 0.0:
+            if self._wake.wait(self.poll_s):
+                return False
+        return True
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def rearm(self) -> None:
+        self._wake.clear()
+
+
 class ManualClock:
     """A clock that only moves when told to (tests, simulated time)."""
 
@@ -130,6 +158,9 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        wake = getattr(self.clock, "wake", None)  # a PolledClock may be waiting for time that never comes
+        if wake is not None:
+            wake()
 
     @property
     def stopping(self) -> bool:
@@ -140,6 +171,9 @@ class Scheduler:
 
         Tick k of this run is due at t0 + (k - k0) * period, k0 being the first tick of the run."""
         self._stop.clear()
+        rearm = getattr(self.clock, "rearm", None)
+        if rearm is not None:
+            rearm()
         if self.rt_priority > 0:
             self.rt_status = set_realtime_priority(self.rt_priority)
         period = self.period

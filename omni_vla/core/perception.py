@@ -76,13 +76,25 @@ class ObservationStore:
     """The newest frames and joint state, written by subscriber callbacks, read by the tick.
 
     `obs` follows the shared observation contract ({"front", "wrist", "qpos", "qvel",
-    "instruction"}) plus "stamps" (receive times on `clock`), so the controller checks staleness.
-    Callers hold `lock` while reading `obs`; writers take it only for the copy.
+    "instruction"}) plus "stamps" (capture times on the loop's `clock`), so the controller checks
+    staleness. Callers hold `lock` while reading `obs`; writers take it only for the copy.
+
+    Capture time: a writer may pass the message's own stamp (seconds on `stamp_clock`, the time base
+    of the senders: ROS time); its age then is `stamp_clock() - stamp`, and the capture time on the
+    loop's clock is the arrival minus that age, so time in transport counts toward staleness. A zero
+    stamp, or one more than `max_future_stamp_s` ahead of `stamp_clock` (the sender's clock is skewed),
+    is not trusted: arrival time is used and counted in `stamp_fallbacks`.
     """
 
-    def __init__(self, joint_names: Sequence[str], clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, joint_names: Sequence[str], clock: Callable[[], float] = time.perf_counter,
+                 stamp_clock: Callable[[], float] | None = None, max_future_stamp_s: float = 0.0) -> None:
+        """`stamp_clock`: the senders' time base (None: the same as `clock`)."""
         self.joint_names = list(joint_names)
         self.clock = clock
+        self.stamp_clock = stamp_clock if stamp_clock is not None else clock
+        self.max_future_stamp_s = max_future_stamp_s
+        self.stamp_fallbacks = 0
+        self.last_stamp_fallback = ""
         self.lock = threading.Lock()
         n = len(self.joint_names)
         self.stamps: dict[str, float | None] = {"front": None, "wrist": None, "joints": None}
@@ -93,11 +105,30 @@ class ObservationStore:
         self._qvel = np.zeros(n, np.float64)
         self._index: tuple[tuple[str, ...], np.ndarray] | None = None
 
-    def put_image(self, camera: str, image: np.ndarray, encoding: str) -> None:
+    def captured(self, source: str, stamp: float | None) -> float:
+        """Capture time on `clock` of data from `source` stamped `stamp` (None: unstamped, arrival time)."""
+        arrival = self.clock()
+        if stamp is None:
+            return arrival
+        if stamp <= 0.0:
+            self._fallback(source, "zero stamp")
+            return arrival
+        age = self.stamp_clock() - stamp
+        if age < -self.max_future_stamp_s:
+            self._fallback(source, f"stamp {-age:.3f} s ahead of this node's clock")
+            return arrival
+        return arrival - max(age, 0.0)
+
+    def _fallback(self, source: str, why: str) -> None:
+        self.stamp_fallbacks += 1
+        self.last_stamp_fallback = f"{source}: {why}; arrival time used"
+
+    def put_image(self, camera: str, image: np.ndarray, encoding: str, stamp: float | None = None) -> None:
         """Copy a validated frame (as RGB) into the camera's buffer; raises ImageRejected."""
         if camera not in ("front", "wrist"):
             raise ValueError(f"unknown camera {camera!r}")
         check_image(image, encoding)
+        captured = self.captured(camera, stamp)
         with self.lock:
             buf = self.obs[camera]
             if buf is None or buf.shape != image.shape:
@@ -107,9 +138,10 @@ class ObservationStore:
             else:
                 np.copyto(buf, image)
             self.obs[camera] = buf
-            self.stamps[camera] = self.clock()
+            self.stamps[camera] = captured
 
-    def put_joints(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float]) -> None:
+    def put_joints(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
+                   stamp: float | None = None) -> None:
         """Copy positions (and velocities, zero when absent) by joint name; raises JointStateRejected."""
         key = tuple(names)
         if self._index is None or self._index[0] != key:
@@ -123,6 +155,7 @@ class ObservationStore:
         pos = np.asarray(position, np.float64)
         has_vel = len(velocity) == len(key)
         vel = np.asarray(velocity, np.float64) if has_vel else None
+        captured = self.captured("joints", stamp)
         with self.lock:
             np.take(pos, idx, out=self._qpos)
             if vel is not None:
@@ -131,7 +164,7 @@ class ObservationStore:
                 self._qvel[:] = 0.0
             self.obs["qpos"] = self._qpos
             self.obs["qvel"] = self._qvel
-            self.stamps["joints"] = self.clock()
+            self.stamps["joints"] = captured
 
     def set_instruction(self, text: str) -> None:
         with self.lock:

@@ -23,6 +23,11 @@ RuntimeBackend = Literal["executorch", "mnn"]
 RUNTIME_BACKENDS: tuple[str, ...] = get_args(RuntimeBackend)
 
 
+# Read at each use while the loop runs, so a set_parameters takes effect at the next tick or message;
+# the other settings build something once (queue sizes, the worker, the scheduler, subscriptions).
+LIVE_LOOP_SETTINGS = frozenset({"max_obs_age_s", "max_future_stamp_s", "average_old_weight"})
+
+
 class LoopSettings(BaseModel):
     """How the fixed-rate loop turns observations and action chunks into one command per tick."""
 
@@ -35,13 +40,22 @@ class LoopSettings(BaseModel):
     execution_horizon: int = Field(
         12, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"
     )
-    max_obs_age_s: float = Field(0.5, gt=0, description="older camera/joint data -> no command, ERROR")
+    max_obs_age_s: float = Field(
+        0.5, gt=0, description="camera/joint data older than this (by header.stamp) -> no command, STALE"
+    )
+    max_future_stamp_s: float = Field(
+        0.05, ge=0, le=10,
+        description="a header.stamp further ahead of this node's clock (clock skew) is not used: arrival time instead",
+    )
     average_old_weight: float = Field(0.3, ge=0, le=1, description="weight of the old chunk on the overlap ('average')")
     latency_window: int = Field(32, ge=1, le=4096, description="recent inference latencies kept for the p95 delay")
     noise_scale: float = Field(
         0.0, ge=0.0, le=1.0, description="flow sampling temperature: initial noise N(0, s^2); 0 = deterministic chunks"
     )
-    joint_names: list[str] = Field(default_factory=lambda: list(JOINT_NAMES), min_length=1)
+    joint_names: list[str] = Field(
+        default_factory=lambda: list(JOINT_NAMES), min_length=1,
+        description="the policy's joints in its action order (checked against the bundle at configure)",
+    )
 
     @field_validator("joint_names")
     @classmethod
@@ -74,26 +88,28 @@ class TopicsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    front_image: str = "/camera/front/image_raw"
-    wrist_image: str = "/camera/wrist/image_raw"
-    joint_states: str = "/joint_states"
-    instruction: str = "/omni_vla/instruction"
-    proposed_command: str = "/omni_vla/proposed_command"
-    diagnostics: str = "/diagnostics"
-    replan_request: str = "/omni_vla/replan"  # std_msgs/String (the reason): ask the cloud for a plan
-    request_plan_service: str = "/omni_vla/request_plan"  # std_srvs/Trigger: the same, as a service
+    front_image: str = Field("/camera/front/image_raw", description="front camera (sensor_msgs/Image)")
+    wrist_image: str = Field("/camera/wrist/image_raw", description="wrist camera (sensor_msgs/Image)")
+    joint_states: str = Field("/joint_states", description="measured joint positions (sensor_msgs/JointState)")
+    instruction: str = Field("/omni_vla/instruction", description="task instruction (std_msgs/String, latched)")
+    proposed_command: str = Field(
+        "/omni_vla/proposed_command", description="proposed joint command to the supervisor (JointTrajectory)"
+    )
+    diagnostics: str = Field("/diagnostics", description="diagnostic_msgs/DiagnosticArray output")
+    replan_request: str = Field("/omni_vla/replan", description="std_msgs/String (the reason): ask the cloud for a plan")
+    request_plan_service: str = Field("/omni_vla/request_plan", description="std_srvs/Trigger: the same, as a service")
 
 
 class VlaNodeConfig(LoopSettings, WorkerSettings):
     """vla_node parameters: the loop's and the worker's settings plus bundle, backend and ROS wiring."""
 
     bundle_dir: Path = Field(..., description="exported policy bundle directory")
-    backend: RuntimeBackend = "mnn"
+    backend: RuntimeBackend = Field("mnn", description="inference runtime for the bundle")
     threads: int = Field(1, ge=1, le=64, description="runtime threads (leave a core to the loop)")
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     compressed_images: bool = Field(False, description="subscribe <image topic>/compressed (sensor_msgs/CompressedImage)")
     autostart: bool = Field(False, description="configure + activate at start (no lifecycle manager needed)")
-    diagnostics_period_s: float = Field(1.0, gt=0)
+    diagnostics_period_s: float = Field(1.0, gt=0, le=3600, description="period of the /diagnostics status")
     realtime_priority: int = Field(
         0, ge=0, le=99, description="SCHED_FIFO priority of the loop thread (0: normal scheduling; needs rtprio)"
     )

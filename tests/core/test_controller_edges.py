@@ -76,27 +76,28 @@ def plan(n: int, base: float = 100.0) -> np.ndarray:
 
 # ----- inputs ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("key, reason", [
-    ("front", "no front camera image yet"),
-    ("wrist", "no wrist camera image yet"),
-    ("qpos", "no joint state yet"),
+    ("front", "waiting for the first front camera image"),
+    ("wrist", "waiting for the first wrist camera image"),
+    ("qpos", "waiting for the first joint state"),
 ])
-def test_missing_input_holds_and_says_which_input(key: str, reason: str) -> None:
+def test_missing_input_holds_and_waits_naming_the_input(key: str, reason: str) -> None:
+    """No first frame or joint state yet is waiting (not an error): held, and it says for what."""
     ctl, rt = make(delay=0)
     o = obs()
     o[key] = None
     assert ctl.step(o, 0) is None
-    assert (ctl.state, ctl.reason) == ("ERROR", reason) and rt.calls == 0
+    assert (ctl.state, ctl.reason) == ("WAITING", reason) and rt.calls == 0
 
 
 @pytest.mark.parametrize("key, reason", [
-    ("front", "no front camera image yet"),
-    ("wrist", "no wrist camera image yet"),
-    ("joints", "no joint state yet"),
+    ("front", "waiting for the first front camera image"),
+    ("wrist", "waiting for the first wrist camera image"),
+    ("joints", "waiting for the first joint state"),
 ])
-def test_input_without_a_stamp_holds_and_says_which_input(key: str, reason: str) -> None:
+def test_input_without_a_stamp_holds_and_waits_naming_the_input(key: str, reason: str) -> None:
     ctl, _ = make(delay=0)
     assert ctl.step(stamped(0.0, **{key: None}), 0, 0.0) is None
-    assert (ctl.state, ctl.reason) == ("ERROR", reason)
+    assert (ctl.state, ctl.reason) == ("WAITING", reason)
 
 
 @pytest.mark.parametrize("key, reason", [
@@ -104,10 +105,10 @@ def test_input_without_a_stamp_holds_and_says_which_input(key: str, reason: str)
     ("wrist", "wrist camera image older than max_obs_age_s=0.2 s"),
     ("joints", "joint state older than max_obs_age_s=0.2 s"),
 ])
-def test_stale_input_holds_and_says_which_input(key: str, reason: str) -> None:
+def test_stale_input_holds_as_stale_and_says_which_input(key: str, reason: str) -> None:
     ctl, _ = make(delay=0, max_obs_age_s=0.2)
     assert ctl.step(stamped(1.0, **{key: 0.75}), 0, 1.0) is None
-    assert (ctl.state, ctl.reason) == ("ERROR", reason)
+    assert (ctl.state, ctl.reason) == ("STALE", reason)
     assert ctl.counts["holds"] == 1
 
 
@@ -166,7 +167,7 @@ def test_after_a_hold_the_loop_waits_for_a_first_chunk_again() -> None:
     ctl, _ = make(delay=2, max_obs_age_s=0.2)
     for t in range(5):
         assert (ctl.step(stamped(t * PERIOD), t, t * PERIOD) is None) == (t < 2)
-    assert ctl.step(stamped(0.0), 5, 5 * PERIOD) is None and ctl.state == "ERROR"
+    assert ctl.step(stamped(0.0), 5, 5 * PERIOD) is None and ctl.state == "STALE"
     assert ctl.step(stamped(6 * PERIOD), 6, 6 * PERIOD) is None
     assert (ctl.state, ctl.reason) == ("WAITING", "waiting for the first action chunk")
     assert ctl.counts["holds"] == 1 and ctl.counts["starved_ticks"] == 0

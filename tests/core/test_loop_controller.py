@@ -117,17 +117,17 @@ def test_instruction_change_truncates_queue_beyond_d_for_naive() -> None:
     assert ctl.queue.end == 6 + 2, "only the committed d actions survive the change"
 
 
-def test_missing_joint_state_gives_no_command_and_an_error() -> None:
+def test_missing_joint_state_gives_no_command_and_waits() -> None:
     ctl, rt = make()
     o = obs()
     o["qpos"] = None
     for t in range(5):
         assert ctl.step(o, t) is None
-    assert (ctl.state, ctl.reason) == ("ERROR", "no joint state yet")
+    assert (ctl.state, ctl.reason) == ("WAITING", "waiting for the first joint state")
     assert rt.calls == 0
 
 
-def test_stale_camera_stops_commands_with_error_then_recovers() -> None:
+def test_stale_camera_stops_commands_as_stale_then_recovers() -> None:
     ctl, _ = make(delay=1, max_obs_age_s=0.2)
     o = obs(1.0)
     o["stamps"] = {"front": 0.0, "wrist": 0.0, "joints": 0.0}
@@ -140,7 +140,7 @@ def test_stale_camera_stops_commands_with_error_then_recovers() -> None:
         got.append(ctl.step(o, t, now))
     assert got[1] is not None and got[2] is not None
     assert all(a is None for a in got[7:]), "front image 0.25 s old at tick 7"
-    assert ctl.state == "ERROR" and ctl.reason == "front camera image older than max_obs_age_s=0.2 s"
+    assert ctl.state == "STALE" and ctl.reason == "front camera image older than max_obs_age_s=0.2 s"
     assert ctl.queue.remaining(9) == 0, "queued actions are flushed, not resumed later"
     o["stamps"]["front"] = 10 * PERIOD
     assert ctl.step(o, 10, 10 * PERIOD) is None and ctl.state == "WAITING"
