@@ -23,8 +23,10 @@ from typing import Literal
 import numpy as np
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from omni_vla.tools.errors import UsageError, existing_dir, existing_file, explain, positive_int
+from omni_vla.tools.outputs import output_dir
 from omni_vla_policies.dataset import TrainArrays, build_arrays, dataset_sha256, normalization_stats, read_episodes
 from omni_vla_policies.export import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, with_task_instructions
 from omni_vla_policies.model import ModelConfig, VLAPolicy, count_params
@@ -109,6 +111,8 @@ def last_cycle_path(out: Path) -> Path:
 def load_config(path: Path | None, overrides: dict) -> TrainConfig:
     raw = yaml.safe_load(path.read_text()) if path else {}
     raw = raw or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a mapping of training settings, got a YAML {type(raw).__name__}")
     model_over = {k[6:]: v for k, v in overrides.items() if k.startswith("model.")}
     raw.update({k: v for k, v in overrides.items() if not k.startswith("model.") and v is not None})
     if model_over:
@@ -390,24 +394,47 @@ def validate(model: VLAPolicy, batches: Batches, cfg: TrainConfig, n: int = 4) -
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla train", description="Train the reference flow-matching VLA policy.")
-    p.add_argument("--config", type=Path, default=None, help="YAML (default config/policy.yaml if present)")
-    p.add_argument("--dataset", type=Path)
+    p.add_argument("--config", type=existing_file, default=None, help="YAML (default config/policy.yaml if present)")
+    p.add_argument("--dataset", type=existing_dir, help="collected demonstrations (omni-vla collect --out)")
     p.add_argument("--out", type=Path, help="checkpoint path (.pt)")
     p.add_argument("--seed", type=int)
     p.add_argument("--max-minutes", type=float, dest="max_minutes")
-    p.add_argument("--max-steps", type=int, dest="max_steps")
-    p.add_argument("--batch-size", type=int, dest="batch_size")
-    p.add_argument("--num-threads", type=int, dest="num_threads")
+    p.add_argument("--max-steps", type=positive_int, dest="max_steps")
+    p.add_argument("--batch-size", type=positive_int, dest="batch_size")
+    p.add_argument("--num-threads", type=positive_int, dest="num_threads")
     p.add_argument("--embeddings", choices=["minilm", "random"])
-    p.add_argument("--init-from", type=Path, dest="init_from", help="continue from this checkpoint's weights")
+    p.add_argument("--init-from", type=existing_file, dest="init_from", help="continue from this checkpoint's weights")
     a = p.parse_args(argv)
     cfg_path = a.config
     if cfg_path is None and Path("config/policy.yaml").is_file():
         cfg_path = Path("config/policy.yaml")
     over = {k: v for k, v in vars(a).items() if k != "config" and v is not None}
-    cfg = load_config(cfg_path, over)
-    train(cfg)
+    cfg = config_from_cli(cfg_path, over)
+    with output_dir(cfg.out.parent):  # a run that fails leaves no empty output folder behind
+        train(cfg)
     return 0
+
+
+def config_from_cli(path: Path | None, overrides: dict) -> TrainConfig:
+    """load_config with every bad input as one UsageError: YAML syntax, unknown keys, values, missing paths."""
+    where = f"{path}: " if path else ""
+    try:
+        cfg = load_config(path, overrides)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{where}not valid YAML{at} ({getattr(exc, 'problem', None) or exc})") from exc
+    except ValidationError as exc:
+        raise UsageError(where + explain(exc, TrainConfig.model_fields)) from exc
+    except ValueError as exc:  # a YAML list or scalar where the mapping of settings belongs
+        raise UsageError(f"{where}{exc}") from exc
+    if not cfg.dataset.is_dir():
+        raise UsageError(f"dataset: {cfg.dataset}: no such directory (expected demonstrations from omni-vla collect)")
+    if cfg.out.is_dir() or not cfg.out.suffix:
+        raise UsageError(f"out: {cfg.out}: expected a checkpoint file path, e.g. runs/policy/policy.pt (got a folder)")
+    if cfg.init_from is not None and not cfg.init_from.is_file():
+        raise UsageError(f"init_from: {cfg.init_from}: no such checkpoint file")
+    return cfg
 
 
 if __name__ == "__main__":

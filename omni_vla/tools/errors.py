@@ -48,7 +48,8 @@ def explain(exc: ValidationError, known: Iterable[str] = ()) -> str:
         msg = f"must be {op} {next(iter(err['ctx'].values()))}" if op else err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(err["loc"][-1]), list(known), n=3)
-            parts.append(f"{loc}: unknown key" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+            hint = f"did you mean {' or '.join(close)}?" if close else f"no such setting in {exc.title}"
+            parts.append(f"{loc}: unknown key ({hint})")
             continue
         parts.append(f"{loc}: {msg} (got {err['input']!r})" if loc else msg)
     return one_line("; ".join(parts))
