@@ -8,10 +8,31 @@ for bringups without a lifecycle manager (and exits non-zero if configure fails)
 Threads: subscriber callbacks run in the executor (main thread) and only copy the newest message
 into preallocated buffers under a lock; the Scheduler runs in its own thread, calls the controller
 and publishes (rclpy publish is thread-safe). Diagnostics go out from an executor timer.
+
+Parameters: one descriptor per VlaNodeConfig field (omni_vla.ros.parameters), read-only except
+LIVE_PARAMETERS, which are read at each use (the next tick, message or diagnostics period); the
+others build the worker, the queue, the scheduler or the subscriptions at configure, so changing
+them means cleanup, set, configure. A parameter name the node does not have (a typo in the params
+file) fails configure naming it; set_parameters is validated by the same pydantic model.
+
+Time: with use_sim_time the loop ticks on ROS time (/clock, polled: a paused simulation pauses the
+loop) and staleness is judged on it; without it, ticks are on the monotonic clock. Either way an
+observation's age is taken from its header.stamp against this node's ROS clock (transport time
+counts), and a zero or future stamp (clock skew beyond max_future_stamp_s) falls back to arrival
+time, counted in diagnostics. The core only sees seconds and clock callables.
+
+Diagnostics levels (diagnostic_msgs): OK commanding (or inactive by lifecycle); WARN waiting for
+first data/instruction/chunk, or data stopped arriving (STALE state: the node itself is alive, so
+not the DiagnosticStatus.STALE level, which monitors use for a status that stopped coming), or
+unusable stamps; ERROR a failed or restarting inference worker or a refused instruction.
+hardware_id is "<policy>@<manifest sha256[:8]> (<backend>)": what this status is about is the
+exported model running on a runtime; the hash changes with every re-export, so an operator can tell
+which model version on which backend misbehaves (the robot is told by the namespace of the node).
 """
 from __future__ import annotations
 
 import array
+import hashlib
 import sys
 import threading
 from typing import Any, Callable
@@ -22,8 +43,10 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from pydantic import ValidationError
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import Node, State, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
@@ -32,18 +55,22 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.controller import Controller
-from omni_vla.core.loop import Scheduler
+from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler
 from omni_vla.core.perception import ImageRejected, JointStateRejected, ObservationStore, check_encoding
-from omni_vla.core.settings import VlaNodeConfig, flatten
+from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
 from omni_vla.ros.interrupt import ros_main
+from omni_vla.ros.parameters import coerce, descriptor, explain, model_fields, plain, unknown_overrides
 from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
 from omni_vla.runtime.bundle import BundleError, read_manifest
 
 NODE_NAME = "vla_node"
-_LEVEL = {"OK": DiagnosticStatus.OK, "WAITING": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR}
+# Read at each use, so set_parameters applies them at once; every other parameter is read-only.
+LIVE_PARAMETERS = LIVE_LOOP_SETTINGS | {"diagnostics_period_s", "replan_intervention_kinds"}
+_LEVEL = {"OK": DiagnosticStatus.OK, "INACTIVE": DiagnosticStatus.OK, "WAITING": DiagnosticStatus.WARN,
+          "STALE": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR}
 
 
 def _defaults() -> dict[str, Any]:
@@ -54,11 +81,9 @@ def _defaults() -> dict[str, Any]:
     return flat
 
 
-def _description(name: str) -> str:
-    head = name.split(".")[0]
-    field = VlaNodeConfig.model_fields.get(head)
-    desc = field.description if field is not None and field.description else head
-    return f"topic name ({name.split('.')[-1]})" if head == "topics" else desc
+def seconds(stamp: Any) -> float:
+    """builtin_interfaces/Time in seconds (0.0 for an unset stamp)."""
+    return stamp.sec + stamp.nanosec * 1e-9
 
 
 def image_array(msg: Image) -> np.ndarray:
@@ -79,10 +104,13 @@ class VlaNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self._runtime_factory = runtime_factory
         self._param_names: list[str] = []
-        for name, value in _defaults().items():
-            self.declare_parameter(name, value, ParameterDescriptor(description=_description(name), dynamic_typing=True))
-            self._param_names.append(name)
+        self._refused: dict[str, Any] = {}  # overrides of the wrong type or range: reported at configure
+        self._declare_parameters()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         self.cfg: VlaNodeConfig | None = None
+        self.hardware_id = ""
+        self.sim_time = False
+        self.loop_clock: MonotonicClock | PolledClock = MonotonicClock()
         self.inference: ProcessInference | None = None
         self.loop: Loop | None = None
         self.controller: Controller | None = None
@@ -100,26 +128,89 @@ class VlaNode(Node):
         self.last_rejection = ""
         self.tick_errors = 0
         self._prev_ticks = (0, 0.0)
+        self._prev_fallbacks = 0
 
     @property
     def autostart(self) -> bool:
         return bool(self.get_parameter("autostart").value)
 
+    # ----- parameters ------------------------------------------------------------------------------
+    def _declare_parameters(self) -> None:
+        """One descriptor per field; an override rclpy refuses (type, range) is kept for configure's
+        message, which pydantic words, instead of a traceback from the constructor."""
+        defaults = _defaults()
+        overrides = self._parameter_overrides
+        for name, field in model_fields(VlaNodeConfig):
+            desc = descriptor(name, field, read_only=name not in LIVE_PARAMETERS)
+            value = coerce(desc.type, overrides[name].value) if name in overrides else defaults[name]
+            try:
+                self.declare_parameter(name, value, desc, ignore_override=True)
+            except ParameterException:
+                self._refused[name] = plain(value)
+                self.declare_parameter(name, defaults[name], desc, ignore_override=True)
+            self._param_names.append(name)
+
+    def _flat_parameters(self) -> dict[str, Any]:
+        return {n: plain(self.get_parameter(n).value) for n in self._param_names}
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """rclpy has checked read-only, type and range; the settings model checks the rest (one line on
+        refusal), then a configured node applies the live ones at once."""
+        changes = {p.name: plain(p.value) for p in params if p.name in self._param_names}
+        if not changes:
+            return SetParametersResult(successful=True)
+        flat = {**self._flat_parameters(), **changes}
+        try:
+            candidate = VlaNodeConfig.from_ros_parameters(flat)
+        except ValidationError as exc:
+            reason = explain(exc, only=changes)
+            if reason:
+                return SetParametersResult(successful=False, reason=reason)
+            candidate = None  # the changed values are fine; something else is unset (bundle_dir before configure)
+        if self.cfg is not None and candidate is not None:
+            self._apply_live({k: getattr(candidate, k) for k in changes})
+        self.get_logger().info(f"parameters changed: {changes}")
+        return SetParametersResult(successful=True)
+
+    def _apply_live(self, changes: dict[str, Any]) -> None:
+        """The configured node takes LIVE_PARAMETERS at once (the loop at its next tick)."""
+        cfg = self.cfg.model_copy(update=changes)  # type: ignore[union-attr]
+        self.cfg = cfg
+        if self.loop is not None and changes.keys() & LIVE_LOOP_SETTINGS:
+            self.loop.update(cfg.loop())
+        if "diagnostics_period_s" in changes and self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = self.create_timer(cfg.diagnostics_period_s, self._publish_diagnostics)
+        if "replan_intervention_kinds" in changes and self.replan_io is not None:
+            self.replan_io.set_kinds(cfg.replan_intervention_kinds)
+
+    def _parameter_problem(self) -> str | None:
+        """A misspelled or unknown name in the params file or command line: rclpy would ignore it."""
+        return unknown_overrides(self._parameter_overrides, self._parameters)
+
     # ----- lifecycle ---------------------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         log = self.get_logger()
+        problem = self._parameter_problem()
+        if problem is not None:
+            log.error(f"configure failed: {problem}")
+            return TransitionCallbackReturn.FAILURE
         try:
-            flat = {n: self.get_parameter(n).value for n in self._param_names}
-            cfg = VlaNodeConfig.from_ros_parameters(flat)
+            cfg = VlaNodeConfig.from_ros_parameters({**self._flat_parameters(), **self._refused})
             # Relative: under the working directory, else the installed share/omni_vla (ros2 launch).
             cfg = cfg.model_copy(update={"bundle_dir": resolve_bundle_dir(cfg.bundle_dir)})
-            read_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker is spawned
+            manifest = read_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker starts
         except BundleError as exc:
             log.error(f"configure failed: bad bundle: {exc}")
             return TransitionCallbackReturn.FAILURE
-        except (ValidationError, ValueError) as exc:
+        except ValidationError as exc:
+            log.error(f"configure failed: invalid parameters: {explain(exc)}")
+            return TransitionCallbackReturn.FAILURE
+        except ValueError as exc:
             log.error(f"configure failed: invalid parameters: {exc}")
             return TransitionCallbackReturn.FAILURE
+        digest = hashlib.sha256((cfg.bundle_dir / "manifest.json").read_bytes()).hexdigest()[:8]
+        self.hardware_id = f"{manifest.policy}@{digest} ({cfg.backend})"
         try:
             inference = ProcessInference.from_settings(cfg.backend, str(cfg.bundle_dir), cfg.threads, cfg.worker(),
                                                        factory=self._runtime_factory, noise_scale=cfg.noise_scale).start()
@@ -127,9 +218,12 @@ class VlaNode(Node):
             log.error(f"configure failed: cannot start the {cfg.backend} runtime for {cfg.bundle_dir}: {exc}")
             return TransitionCallbackReturn.FAILURE
         replanner = None
+        self.sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.loop_clock = PolledClock(self._ros_now) if self.sim_time else MonotonicClock()
         try:
             replanner = open_replanner(cfg)
-            self.loop = build_loop(cfg.loop(), inference, replanner=replanner)
+            self.loop = build_loop(cfg.loop(), inference, replanner=replanner, clock=self.loop_clock.now,
+                                   stamp_clock=self._ros_now)
         except (ValidationError, ValueError, OSError) as exc:
             inference.close()
             if replanner is not None:
@@ -143,20 +237,35 @@ class VlaNode(Node):
             self.replan_io = ReplanIO(self, cfg, replanner)
             log.info(f"cloud re-planning: {replanner.config.client.uri} ({replanner.config.client.protocol})")
         # Lateness percentiles over the last minute of ticks (sorted at diagnostics rate).
-        self.scheduler = Scheduler(cfg.rate_hz, self._tick, window=max(1000, int(60 * cfg.rate_hz)),
-                                   rt_priority=cfg.realtime_priority)
+        self.scheduler = Scheduler(cfg.rate_hz, self._tick, clock=self.loop_clock,
+                                   window=max(1000, int(60 * cfg.rate_hz)), rt_priority=cfg.realtime_priority)
         log.info(f"configured: {cfg.backend} bundle {cfg.bundle_dir}, {cfg.rate_hz:g} Hz, strategy {cfg.strategy}, "
-                 f"execution horizon {cfg.execution_horizon}, worker pid {inference.pid}")
+                 f"execution horizon {cfg.execution_horizon}, worker pid {inference.pid}"
+                 + (", on ROS time (use_sim_time)" if self.sim_time else ""))
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None
         self.controller.reset()
-        self._thread = threading.Thread(target=self.scheduler.run, name="vla_loop", daemon=True)
+        if isinstance(self.loop_clock, PolledClock):
+            self.loop_clock.rearm()
+        self._thread = threading.Thread(target=self._run_loop, name="vla_loop", daemon=True)
         self._active = True
         self._thread.start()
         self.get_logger().info("active: commanding")
         return TransitionCallbackReturn.SUCCESS
+
+    def _run_loop(self) -> None:
+        """The Scheduler; on ROS time it first waits for the first /clock (time 0 is 'not started')."""
+        clock, sched = self.loop_clock, self.scheduler
+        if isinstance(clock, PolledClock) and not clock.wait_for_start():
+            return
+        if sched is not None:
+            sched.run()
+
+    def _ros_now(self) -> float:
+        """This node's ROS clock in seconds (simulated time under use_sim_time)."""
+        return self.get_clock().now().nanoseconds * 1e-9
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         self._stop_loop()
@@ -237,7 +346,7 @@ class VlaNode(Node):
 
     def _on_image(self, camera: str, msg: Image) -> None:
         try:
-            self.store.put_image(camera, image_array(msg), msg.encoding)  # type: ignore[union-attr]
+            self.store.put_image(camera, image_array(msg), msg.encoding, seconds(msg.header.stamp))  # type: ignore[union-attr]
         except ImageRejected as exc:
             self._reject("images", exc)
 
@@ -246,13 +355,13 @@ class VlaNode(Node):
         try:
             if img is None:
                 raise ImageRejected(f"cannot decode {msg.format!r} compressed image")
-            self.store.put_image(camera, img, "bgr8")  # type: ignore[union-attr]
+            self.store.put_image(camera, img, "bgr8", seconds(msg.header.stamp))  # type: ignore[union-attr]
         except ImageRejected as exc:
             self._reject("images", exc)
 
     def _on_joints(self, msg: JointState) -> None:
         try:
-            self.store.put_joints(msg.name, msg.position, msg.velocity)  # type: ignore[union-attr]
+            self.store.put_joints(msg.name, msg.position, msg.velocity, seconds(msg.header.stamp))  # type: ignore[union-attr]
         except JointStateRejected as exc:
             self._reject("joint_states", exc)
 
@@ -291,8 +400,8 @@ class VlaNode(Node):
 
     # ----- diagnostics (executor thread) ------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        ctl, sched, inf = self.controller, self.scheduler, self.inference
-        if ctl is None or sched is None or inf is None:
+        ctl, sched, inf, loop = self.controller, self.scheduler, self.inference, self.loop
+        if ctl is None or sched is None or inf is None or loop is None:
             return
         st = sched.stats
         now = sched.clock.now()
@@ -301,12 +410,22 @@ class VlaNode(Node):
         self._prev_ticks = (st.ticks, now)
         s = ctl.status()
         lat = s["inference_latency"]
+        store = loop.store
+        fallbacks = store.stamp_fallbacks
+        new_fallbacks = fallbacks - self._prev_fallbacks
+        self._prev_fallbacks = fallbacks
         state = s["state"] if self._active else "INACTIVE"
-        status = DiagnosticStatus(
-            level=_LEVEL.get(state, DiagnosticStatus.WARN), name=f"{self.get_name()}: control loop",
-            message=("inactive" if not self._active else (s["reason"] or "commanding")),
-            hardware_id=f"{inf.backend}",
-        )
+        message = "inactive" if not self._active else (s["reason"] or "commanding")
+        level = _LEVEL.get(state, DiagnosticStatus.WARN)
+        if not inf.healthy:  # a dead, hung or restarting worker is an error even while inactive
+            level, message = DiagnosticStatus.ERROR, inf.reason or f"inference worker {inf.worker_state}"
+        elif new_fallbacks and level == DiagnosticStatus.OK:
+            level = DiagnosticStatus.WARN
+            message = f"{message}; {new_fallbacks} header.stamp(s) not usable ({store.last_stamp_fallback})"
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: control loop", message=message,
+                                  hardware_id=self.hardware_id)
+        with store.lock:
+            ages = {k: ("none" if t is None else round(1e3 * (now - t), 1)) for k, t in store.stamps.items()}
         values = {
             "state": state, "backend": inf.backend, "strategy": s["strategy"], "rate_hz_target": self.cfg.rate_hz,
             "loop_rate_hz": round(rate, 2), "tick_lateness_p99_ms": round(1e3 * st.percentile(99), 4),
@@ -318,6 +437,9 @@ class VlaNode(Node):
             "rejected_images": self.rejected["images"] + s["rejected_images"],
             "rejected_joint_states": self.rejected["joint_states"], "last_rejection": self.last_rejection,
             "tick_errors": self.tick_errors, "scheduling": sched.rt_status, "cloud_plans": s["cloud_plans"],
+            "time_source": "ROS time (use_sim_time)" if self.sim_time else "monotonic",
+            "front_age_ms": ages["front"], "wrist_age_ms": ages["wrist"], "joint_state_age_ms": ages["joints"],
+            "stamp_fallbacks": fallbacks, "last_stamp_fallback": store.last_stamp_fallback,
         }
         if self.replan_io is not None:
             values.update(self.replan_io.diagnostics())
@@ -338,8 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         if node.autostart:
             node.trigger_configure()
             if node.controller is None:
-                print("vla_node: autostart configure failed (see the error above)", file=sys.stderr)
-                return 1
+                return 1  # configure logged the one line saying why
             node.trigger_activate()
         rclpy.spin(node)
     return 0

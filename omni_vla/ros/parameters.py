@@ -92,20 +92,23 @@ def unknown_overrides(overrides: Iterable[str], known: Iterable[str]) -> str | N
     unknown = sorted(n for n in overrides if n not in known and not n.startswith(_FRAMEWORK_PREFIXES))
     if not unknown:
         return None
-    parts = []
+    parts, guessed = [], True
     for name in unknown:
         near = difflib.get_close_matches(name, known, 1, cutoff=0.6)
         parts.append(f"'{name}' (did you mean '{near[0]}'?)" if near else f"'{name}'")
-    return f"unknown parameter(s) {', '.join(parts)}; known parameters: {', '.join(known)}"
+        guessed = guessed and bool(near)
+    line = f"unknown parameter(s) {', '.join(parts)}"
+    return line if guessed else f"{line}; known parameters: {', '.join(known)}"
 
 
 def explain(exc: ValidationError, only: Iterable[str] | None = None) -> str:
-    """One line for a ValidationError ('rate_hz: must be > 0 (got -1.0)'); `only`: flat names to report."""
+    """One line for a ValidationError ('rate_hz: must be > 0 (got -1.0)'); `only`: flat names to report
+    (a model-level error, with no name, is then left out)."""
     keep = set(only) if only is not None else None
     parts = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"])
-        if keep is not None and loc and loc not in keep:
+        if keep is not None and loc not in keep:
             continue
         op = _OPS.get(err["type"])
         msg = f"must be {op} {next(iter(err['ctx'].values()))}" if op else err["msg"].removeprefix("Value error, ")

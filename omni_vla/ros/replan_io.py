@@ -88,6 +88,11 @@ class ReplanIO:
                     self.replanner.note_intervention()
             self._seen = total
 
+    def set_kinds(self, kinds: list[str]) -> None:
+        """A live change of replan_intervention_kinds: counting restarts from the next supervisor status."""
+        self.kinds = {COUNTER_PREFIX + k for k in kinds}
+        self._seen = None
+
     def diagnostics(self) -> dict[str, Any]:
         st = self.replanner.status()
         return {"cloud_connected": st["connected"], "cloud_busy": st["busy"], "cloud_requests": st["requests"],

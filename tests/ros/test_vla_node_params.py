@@ -1,0 +1,137 @@
+"""vla_node's ROS parameter conventions over real rclpy: descriptors, unknown names, set_parameters."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rosutil import REPO, free_domain_id
+from test_inference import tiny_bundle
+
+PARAMS_FILE = REPO / "config" / "vla_node.yaml"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_bundle(tmp_path_factory)
+
+
+@pytest.fixture
+def make_node():
+    """VlaNode in-process on a private context; destroyed (worker stopped) after the test."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+
+    from omni_vla.ros.node import VlaNode
+
+    made = []
+
+    def make(**overrides):
+        ctx = Context()
+        rclpy.init(context=ctx, domain_id=free_domain_id())
+        node = VlaNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+        made.append((node, ctx))
+        return node
+
+    yield make
+    for node, ctx in made:
+        node.release()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def test_every_parameter_has_a_typed_described_descriptor_with_ranges_and_read_only(make_node) -> None:
+    from rcl_interfaces.msg import ParameterType
+
+    from omni_vla.core.settings import VlaNodeConfig
+    from omni_vla.ros.parameters import model_fields
+
+    node = make_node()
+    names = [n for n, _ in model_fields(VlaNodeConfig)]
+    assert "topics.front_image" in names and "max_future_stamp_s" in names
+    desc = {d.name: d for d in node.describe_parameters(names)}
+    for name in names:
+        d = desc[name]
+        assert d.type != ParameterType.PARAMETER_NOT_SET and not d.dynamic_typing, name
+        assert d.description and d.description != name, f"{name} has no description"
+    assert desc["rate_hz"].type == ParameterType.PARAMETER_DOUBLE
+    rng = desc["rate_hz"].floating_point_range[0]
+    assert (rng.from_value, rng.to_value) == (0.0, 1000.0)
+    rng = desc["threads"].integer_range[0]
+    assert (rng.from_value, rng.to_value) == (1, 64)
+    assert desc["joint_names"].type == ParameterType.PARAMETER_STRING_ARRAY
+    assert "one of: naive, average, rtc" in desc["strategy"].additional_constraints
+    read_only = {n for n in names if desc[n].read_only}
+    assert {"bundle_dir", "backend", "rate_hz", "strategy", "execution_horizon", "joint_names", "threads",
+            "topics.joint_states", "autostart", "realtime_priority"} <= read_only
+    assert set(names) - read_only == {"max_obs_age_s", "max_future_stamp_s", "average_old_weight",
+                                      "diagnostics_period_s", "replan_intervention_kinds"}
+
+
+def test_set_parameters_refuses_read_only_wrong_type_and_invalid_values_with_a_reason(make_node) -> None:
+    from rclpy.parameter import Parameter
+
+    node = make_node()
+    refused = {
+        "rate_hz": (Parameter("rate_hz", value=50.0), "read-only"),
+        "max_obs_age_s type": (Parameter("max_obs_age_s", value="soon"), "expected 'Type.DOUBLE'"),
+        "average_old_weight range": (Parameter("average_old_weight", value=1.5), "out of range Min: 0.0, Max: 1.0"),
+        "max_obs_age_s zero": (Parameter("max_obs_age_s", value=0.0), "max_obs_age_s: must be > 0.0 (got 0.0)"),
+    }
+    for label, (param, reason) in refused.items():
+        result = node.set_parameters([param])[0]
+        assert not result.successful and reason in result.reason, (label, result.reason)
+    assert node.get_parameter("max_obs_age_s").value == 0.5, "a refused value is not stored"
+    ok = node.set_parameters([Parameter("max_obs_age_s", value=0.8)])[0]
+    assert ok.successful and node.get_parameter("max_obs_age_s").value == 0.8
+
+
+@pytest.mark.slow
+def test_live_parameters_apply_to_the_running_loop_at_once(make_node, bundle: Path) -> None:
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.parameter import Parameter
+
+    node = make_node(bundle_dir=str(bundle), backend="mnn")
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert node.hardware_id.endswith(" (mnn)") and "@" in node.hardware_id
+    results = node.set_parameters([Parameter("max_obs_age_s", value=0.9), Parameter("max_future_stamp_s", value=0.2),
+                                   Parameter("diagnostics_period_s", value=0.25)])
+    assert all(r.successful for r in results), [r.reason for r in results]
+    assert node.controller.config.max_obs_age_s == 0.9
+    assert node.store.max_future_stamp_s == 0.2
+    assert node._timer.timer_period_ns == 250_000_000
+    o = {"front": 1, "wrist": 1, "qpos": 1, "stamps": {"front": 0.0, "wrist": 0.0, "joints": 0.0}}
+    assert node.controller._input_problem(o, 1.0) == ("STALE", "front camera image older than max_obs_age_s=0.9 s")
+
+
+def _run_node(*args: str, params_file: Path | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "omni_vla.ros.node", "--ros-args", *args]
+    if params_file is not None:
+        cmd += ["--params-file", str(params_file)]
+    env = {**os.environ, "ROS_DOMAIN_ID": str(free_domain_id())}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+
+
+def test_misspelled_key_in_a_params_file_fails_startup_naming_it_and_the_nearest_name(tmp_path: Path) -> None:
+    """The shipped file with one key misspelled, as an integrator would: one line, exit 1, no traceback."""
+    bad = tmp_path / "vla_node.yaml"
+    bad.write_text(PARAMS_FILE.read_text().replace("max_obs_age_s:", "max_obs_age_sec:"))
+    res = _run_node(params_file=bad)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        "configure failed: unknown parameter(s) 'max_obs_age_sec' (did you mean 'max_obs_age_s'?)"), out
+    assert "Traceback" not in out
+
+
+def test_out_of_range_override_fails_configure_with_the_settings_reason() -> None:
+    res = _run_node("-p", "bundle_dir:=bundles/reference", "-p", "autostart:=true", "-p", "rate_hz:=5000.0")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "configure failed: invalid parameters: rate_hz: must be <= 1000.0 (got 5000.0)" in out, out
+    assert "Traceback" not in out
