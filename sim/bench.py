@@ -9,6 +9,7 @@ import time
 import mujoco
 import numpy as np
 
+from omni_vla.tools.errors import positive_int
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 from omni_vla_sim.experts import run_episode
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
@@ -22,9 +23,9 @@ def _stats_ms(samples: list[float]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla bench sim", description=__doc__)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--image-size", type=int, default=128)
-    p.add_argument("--repetitions", type=int, default=300)
-    p.add_argument("--seeds", type=int, default=100, help="expert episodes per task")
+    p.add_argument("--image-size", type=positive_int, default=128)
+    p.add_argument("--repetitions", type=positive_int, default=300)
+    p.add_argument("--seeds", type=positive_int, default=100, help="expert episodes per task")
     args = p.parse_args(argv)
 
     env = PandaTaskEnv("pick_red", EnvConfig(image_size=args.image_size))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from omni_vla.tools.bringup import Bringup
-from omni_vla.tools.errors import UsageError, bundle_dir, positive_int
+from omni_vla.tools.errors import UsageError, existing_bundle, positive_int
 from omni_vla_sim.report import EpisodeResult, summarise, write_report
 from omni_vla_sim.showcase import main as showcase
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
@@ -122,24 +122,27 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
     reset = probe.call(probe.reset_estop, probe.Trigger.Request())
     if not reset.success:
         raise RuntimeError(f"e-stop reset refused: {reset.message}")
-    before = dict(probe.safety.get("counts", {}))
+    before = {k: dict(probe.safety.get(k, {})) for k in ("counts", "shaping", "clamps")}
     probe.instruction.publish(probe.String(data=probe.status["instruction"]))
     probe.episode.publish(probe.String(data=json.dumps({"start": True})))
     probe.transition(Transition.TRANSITION_ACTIVATE)
     t0 = time.monotonic()
     probe.spin_until(lambda: probe.status.get("done") and probe.status.get("seed") == seed, timeout)
-    after = probe.safety.get("counts", {})
-    shaping = {"acceleration", "jerk", "deceleration", "estop", "estop_reset", "ignored_estop"}
-    interventions = sum(v - before.get(k, 0) for k, v in after.items() if k not in shaping)
+    delta = {k: {kind: n - before[k].get(kind, 0) for kind, n in probe.safety.get(k, {}).items()}
+             for k in before}
+    operator = {"estop", "estop_reset", "ignored_estop"}  # the demo's own e-stop cycle between episodes
     return {"task": task, "seed": seed, "instruction": probe.status.get("instruction"),
             "success": bool(probe.status.get("success")), "steps": int(probe.status.get("step", 0)),
-            "wall_s": round(time.monotonic() - t0, 2), "interventions": int(interventions),
+            "wall_s": round(time.monotonic() - t0, 2),
+            "interventions": sum(n for kind, n in delta["counts"].items() if kind not in operator),
+            "shaping": sum(delta["shaping"].values()), "clamps": sum(delta["clamps"].values()),
+            "clamps_by_kind": {kind: n for kind, n in delta["clamps"].items() if n},
             "vla": dict(_vla_diag(probe))}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)
-    p.add_argument("--bundle", type=bundle_dir, default=DEFAULT_BUNDLE,
+    p.add_argument("--bundle", type=existing_bundle, default=DEFAULT_BUNDLE,
                    help="exported policy bundle (default: the shipped bundles/reference)")
     p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
     p.add_argument("--episodes", type=positive_int, default=2, help="per task")
@@ -170,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                     ep = run_episode(probe, task, EVAL_SEED_BASE + k, timeout=TASKS[task].max_steps / 20 + 10)
                     episodes.append(ep)
                     print(f"[demo] {task:22s} seed {ep['seed']}  {'success' if ep['success'] else 'fail':7s} "
-                          f"{ep['steps']:4d} ticks  interventions {ep['interventions']}", flush=True)
+                          f"{ep['steps']:4d} ticks  interventions {ep['interventions']} (shaping {ep['shaping']}, "
+                          f"clamps {ep['clamps']} {ep['clamps_by_kind'] or ''})", flush=True)
         finally:
             probe.close()
     codes = graph.procs and {n: p.returncode for n, p in graph.procs.items()}
@@ -179,16 +183,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(args: argparse.Namespace, episodes: list[dict[str, Any]], codes: dict, wall: float) -> int:
     results = [EpisodeResult(task=e["task"], seed=e["seed"], instruction=e["instruction"] or "", held_out=False,
-                             success=e["success"], steps=e["steps"], interventions=e["interventions"])
+                             success=e["success"], steps=e["steps"], interventions=e["interventions"],
+                             shaping=e["shaping"], clamps=e["clamps"], clamps_by_kind=e["clamps_by_kind"])
                for e in episodes]
     loop = {k: v for k, v in (episodes[-1]["vla"] if episodes else {}).items()}
     report = summarise(results, {"backend": args.backend, "bundle": str(args.bundle)},
                        {"episodes_per_task": args.episodes, "exit_codes": codes, "vla_diagnostics": loop}, wall)
     write_report(args.out, report, results, title="omni_vla demo (ROS graph, real time)")
-    print("\n task                    success")
-    for t, g in report["tasks"].items():
-        print(f" {t:22s} {g['successes']}/{g['episodes']}")
-    print(f" overall                 {report['overall']['successes']}/{report['overall']['episodes']}")
+    print("\n task                    success  shaping/ep  clamps/ep")
+    for t, g in [*report["tasks"].items(), ("overall", report["overall"])]:
+        print(f" {t:22s} {g['successes']}/{g['episodes']:<6d} {g['shaping_per_episode']:10.1f} {g['clamps_per_episode']:10.1f}")
     print(f" loop: {json.dumps(loop)}")
     print(f" report: {args.out / 'report.md'}   exit codes: {codes}")
     return 0 if all(c in (0, -2) for c in (codes or {}).values()) else 1

@@ -38,6 +38,7 @@ from omni_vla.core.loop import Scheduler
 from omni_vla.core.settings import STRATEGIES, LoopSettings
 from omni_vla.inference.client import open_runtime
 from omni_vla.inference.worker import ProcessInference
+from omni_vla.tools.errors import non_negative_float, non_negative_int, positive_int
 
 WARMUP_TICKS = 200
 
@@ -238,28 +239,41 @@ def probe_cold_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rates(text: str) -> str:
+    """argparse type: a comma list of positive loop rates in Hz, kept as text."""
+    for part in text.split(","):
+        try:
+            ok = 0 < float(part) < float("inf")
+        except ValueError:
+            ok = False
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected a comma list of rates in Hz > 0, got {text!r}")
+    return text
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="omni-vla bench loop", description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=Path, default=Path("bundles/reference"), help="exported bundle directory")
     p.add_argument("--backends", default="mnn,executorch", help="comma list")
-    p.add_argument("--rates", default="50,100", help="comma list of loop rates (Hz)")
-    p.add_argument("--ticks", type=int, default=10_000, help="measured ticks per backend, rate and round")
-    p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every variant (percentiles over all)")
-    p.add_argument("--heap-ticks", type=int, default=1_000, help="ticks under tracemalloc for heap growth")
-    p.add_argument("--threads", type=int, default=1, help="runtime threads (the loop keeps the other core)")
+    p.add_argument("--rates", type=_rates, default="50,100", help="comma list of loop rates (Hz)")
+    p.add_argument("--ticks", type=positive_int, default=10_000, help="measured ticks per backend, rate and round")
+    p.add_argument("--rounds", type=positive_int, default=1,
+                   help="interleaved rounds of every variant (percentiles over all)")
+    p.add_argument("--heap-ticks", type=non_negative_int, default=1_000, help="ticks under tracemalloc for heap growth")
+    p.add_argument("--threads", type=positive_int, default=1, help="runtime threads (the loop keeps the other core)")
     # rtc by default: it also exercises the pinned-prefix path, the costliest splice per tick.
     p.add_argument("--strategy", default="rtc", choices=STRATEGIES)
-    p.add_argument("--execution-horizon", type=int, default=1, help="1: request a chunk whenever the worker is free")
+    p.add_argument("--execution-horizon", type=positive_int, default=1, help="1: request a chunk whenever the worker is free")
     p.add_argument("--instruction", default="pick up the red cube")
     p.add_argument("--runtime-factory", default=None, help="module:function(backend, bundle_dir, threads) -> runtime")
-    p.add_argument("--rt-priority", type=int, default=50,
+    p.add_argument("--rt-priority", type=non_negative_int, default=50,
                    help="SCHED_FIFO priority of the loop thread, as vla_node.yaml (0: normal scheduling)")
     p.add_argument("--no-cold-start", action="store_true")
     p.add_argument("--json", action="store_true", help="print JSON only")
     p.add_argument("--cloud", action="store_true",
                    help="also measure each backend/rate with cloud re-planning against a local serve-openpi process")
-    p.add_argument("--cloud-latency-ms", type=float, default=300.0, help="latency the cloud server injects")
-    p.add_argument("--replan-cadence", type=float, default=0.5, help="seconds between cloud requests (--cloud)")
+    p.add_argument("--cloud-latency-ms", type=non_negative_float, default=300.0, help="latency the cloud server injects")
+    p.add_argument("--replan-cadence", type=non_negative_float, default=0.5, help="seconds between cloud requests (--cloud)")
     p.add_argument("--cloud-network", default="process",
                    help="comma list of where the client runs (process, thread): one cloud run each (--cloud)")
     p.add_argument("--probe-cold-start", action="store_true", help=argparse.SUPPRESS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import sys
 from collections.abc import Callable, Iterator
 
@@ -31,6 +32,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "bench safety": ("omni_vla_safety.bench", "main"),
     "bench graph": ("omni_vla.tools.bench_graph", "main"),
 }
+
+# Third-party loggers that warn at import time about nothing the user did (torchao's CUDA-only kernels
+# missing on a CPU machine, a torch deprecation inside executorch): hidden unless --debug.
+IMPORT_NOISE = ("torchao", "torch.utils._pytree")
 
 USAGE = "usage: omni-vla [--debug] {" + ",".join(sorted({v.split()[0] for v in VERBS})) + "} [args]\n" \
         "       omni-vla [--debug] bench {sim,runtime,loop,safety,graph} [--json]\n" \
@@ -89,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     module_name, func = VERBS[verb]
+    if not debug:
+        for name in IMPORT_NOISE:
+            logging.getLogger(name).setLevel(logging.ERROR)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

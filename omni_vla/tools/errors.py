@@ -156,7 +156,7 @@ def existing_dir(text: str) -> Path:
     return path
 
 
-def bundle_dir(text: str) -> Path:
+def existing_bundle(text: str) -> Path:
     """argparse type: an exported policy bundle (a directory with manifest.json)."""
     path = Path(text)
     expected = "expected a policy bundle directory written by `omni-vla export`"
