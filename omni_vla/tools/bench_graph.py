@@ -32,6 +32,7 @@ from trajectory_msgs.msg import JointTrajectory
 from omni_vla.core.settings import RUNTIME_BACKENDS
 from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
+from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
 
 REPO = Path(__file__).resolve().parents[2]
 HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]  # the sim's home pose (sim/robot.py HOME_QPOS)
@@ -266,10 +267,10 @@ def _tails(log_dir: Path, chars: int = 1500) -> dict[str, str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="omni-vla bench graph", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--duration", type=float, default=60.0, help="measured seconds (after the warm-up)")
-    p.add_argument("--warmup", type=float, default=5.0, help="seconds after the first proposal not measured")
-    p.add_argument("--startup-timeout", type=float, default=120.0, help="seconds to wait for the first proposal")
-    p.add_argument("--bundle", type=Path, default=REPO / "bundles" / "reference")
+    p.add_argument("--duration", type=positive_float, default=60.0, help="measured seconds (after the warm-up)")
+    p.add_argument("--warmup", type=non_negative_float, default=5.0, help="seconds after the first proposal not measured")
+    p.add_argument("--startup-timeout", type=positive_float, default=120.0, help="seconds to wait for the first proposal")
+    p.add_argument("--bundle", type=existing_bundle, default=REPO / "bundles" / "reference")
     p.add_argument("--backend", default="mnn", choices=RUNTIME_BACKENDS)
     p.add_argument("--domain", type=int, default=0, help="ROS_DOMAIN_ID (0: a random one per run)")
     p.add_argument("--safety-module", default="omni_vla_safety.node",

@@ -129,15 +129,25 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def non_negative_float(text: str) -> float:
-    """argparse type: a finite float >= 0 (durations, latencies)."""
+def _float(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < float("inf"):
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite float >= 0 (durations, latencies)."""
+    if not 0 <= _float(text) < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
-    return value
+    return float(text)
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite float > 0 (durations, timeouts)."""
+    if not 0 < _float(text) < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0 (got {text})")
+    return float(text)
 
 
 def existing_file(text: str) -> Path:
