@@ -40,6 +40,19 @@ class SupervisorConfig(BaseModel):
     target_horizon_s: float = Field(
         0.05, ge=0.0, le=1.0,
         description="reach each proposal over this horizon, the proposal period (s); 0 = within one tick")
+    trajectory_delay_s: float = Field(
+        0.05, ge=0.0, le=1.0,
+        description="follow proposal rows this long after their times (s): one proposal period, so a proposal "
+                    "of one row still has both ends of the segment followed; 0 = on time (then the trajectory "
+                    "ends between proposals and each row is braked for)")
+    trajectory_smoothing_s: float = Field(
+        0.05, ge=0.0, le=1.0,
+        description="average the interpolated rows over this window (s), so a change of velocity between rows "
+                    "is spread over it rather than one period; 0 or one period = linear interpolation only")
+    shaping_tolerance: list[float] = Field(
+        default_factory=lambda: [0.01], min_length=1,
+        description="largest lag behind the position asked for (rad, m) at which a velocity, acceleration, "
+                    "deceleration or jerk limit counts as routine shaping, not a clamp; one value or one per joint")
     max_relative_target: list[float] = Field(
         default_factory=lambda: [0.25] * 7 + [0.02], min_length=1,
         description="max distance of a command from the measured position, one value or one per joint; "
@@ -62,6 +75,19 @@ class SupervisorConfig(BaseModel):
     joint_states_topic: str = Field("/joint_states", description="measured joint states in (JointState)")
     command_topic: str = Field("/forward_position_controller/commands",
                                description="limited position commands out (Float64MultiArray)")
+    output: Literal["forward_position", "joint_trajectory"] = Field(
+        "forward_position",
+        description="command output: Float64MultiArray for a forward position controller (command_topic), or "
+                    "JointTrajectory with joint names, one point per period, for a joint_trajectory_controller "
+                    "(trajectory_topic)")
+    trajectory_topic: str = Field("/joint_trajectory_controller/joint_trajectory",
+                                  description="limited commands out when output is joint_trajectory")
+    gripper_output: Literal["none", "forward_position", "joint_trajectory"] = Field(
+        "none",
+        description="none: the gripper joint stays in the arm output; otherwise it goes alone to gripper_topic "
+                    "(Float64MultiArray or JointTrajectory) for its own controller, the arm output without it")
+    gripper_joint: str = Field("panda_finger_joint1", description="the joint sent on its own when gripper_output is set")
+    gripper_topic: str = Field("/gripper_controller/commands", description="gripper commands out")
     estop_topic: str = Field("/omni_vla/estop", description="e-stop in (Bool): true latches a stop")
     reset_estop_service: str = Field("/omni_vla/reset_estop", description="clears a released e-stop (Trigger)")
     diagnostics_topic: str = Field("/diagnostics", description="diagnostic_msgs/DiagnosticArray out")
@@ -79,14 +105,19 @@ class SupervisorConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "SupervisorConfig":
         n = len(self.joint_names)
-        for name in ("max_relative_target", "out_of_range_tolerance"):
+        for name in ("max_relative_target", "out_of_range_tolerance", "shaping_tolerance"):
             values = getattr(self, name)
             if len(values) not in (1, n):
                 raise ValueError(f"{name} needs 1 or {n} values (one per joint), got {len(values)}")
             if not all(math.isfinite(v) for v in values):
                 raise ValueError(f"{name} must be finite, got {values}")
-        if any(v < 0 for v in self.out_of_range_tolerance):
-            raise ValueError(f"out_of_range_tolerance must not be negative, got {self.out_of_range_tolerance}")
+        for name in ("out_of_range_tolerance", "shaping_tolerance"):
+            if any(v < 0 for v in getattr(self, name)):
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.gripper_output != "none" and self.gripper_joint not in self.joint_names:
+            raise ValueError(f"gripper_joint '{self.gripper_joint}' is not one of joint_names {self.joint_names}")
+        if self.gripper_output != "none" and len(self.joint_names) < 2:
+            raise ValueError("gripper_output needs at least one arm joint besides the gripper joint")
         period = 1.0 / self.rate_hz
         for name in ("command_timeout_s", "joint_state_timeout_s"):
             if getattr(self, name) < 2 * period:

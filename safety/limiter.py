@@ -18,7 +18,8 @@ new command velocity v' (q' = q + v' dt) is chosen from nested intervals, highes
    then jerk against the last command's acceleration,
 4. max step from the measured position (LeRobot's max_relative_target), braked for like the range,
 5. soft-limit spring (ros2_control SoftJointLimits k_position),
-6. no-overshoot approach of the target, clamped into the range (not a limit; never reported).
+6. no-overshoot approach of the target, clamped into the range (not a limit; never reported);
+   when tracking a moving reference (`track`), braking to stay inside the span still to come.
 
 A lower-priority interval that does not intersect the higher ones cannot be met: the
 command goes to the nearest edge of the higher-priority interval and that is reported as
@@ -162,11 +163,20 @@ class CommandLimiter:
         """Next command of a controlled stop: velocity to zero at max deceleration, then hold."""
         return self._step(None, None)
 
-    def _step(self, target: Sequence[float] | None, measured: Sequence[float] | None) -> list[float]:
+    def track(self, reference: Sequence[float], env_lo: Sequence[float], env_hi: Sequence[float],
+              measured: Sequence[float] | None) -> list[float]:
+        """Next command on a moving reference: reach `reference` this period (wanted velocity
+        (reference - q) / dt), braking only to stay inside [env_lo, env_hi], the span of the reference
+        still to come, so the motion follows the rows between them and ends at rest, not beyond.
+        Same limits and priorities as `limit`; returns the internal buffer, copy to keep."""
+        return self._step(reference, measured, (env_lo, env_hi))
+
+    def _step(self, target: Sequence[float] | None, measured: Sequence[float] | None,
+              envelope: tuple[Sequence[float], Sequence[float]] | None = None) -> list[float]:
         recs = self.interventions
         recs.clear()
         dt = self.dt
-        inv_h = 1.0 / self.horizon
+        inv_h = 1.0 / self.horizon if envelope is None else 1.0 / dt
         qc, vc, ac = self.q, self.v, self.a
         blo, bhi, klo, khi, vds = self._blo, self._bhi, self._klo, self._khi, self._vd
         brake = self.brake_speed
@@ -270,7 +280,16 @@ class CommandLimiter:
                     t = q
                 e = t - q
                 vd = e * inv_h
-                if e > 0.0:
+                if envelope is not None:
+                    # Stop within the span still to come, not at this period's point: ties go to the
+                    # span (it lies inside the range, so the range's own bound is never tighter).
+                    cap = brake(i, envelope[1][i] - q)
+                    if cap <= hi:
+                        hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
+                    cap = -brake(i, q - envelope[0][i])
+                    if cap >= lo:
+                        lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
+                elif e > 0.0:
                     cap = brake(i, e)
                     if cap < hi:
                         hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)

@@ -39,7 +39,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from omni_vla_safety.config import NODE_NAME, SupervisorConfig, resolve_path
 from omni_vla_safety.limits import LimitsError, load_enforced_limits
@@ -121,6 +121,53 @@ def set_realtime_priority(priority: int) -> str:
     return f"SCHED_FIFO {priority}"
 
 
+class CommandOutput:
+    """The limited command in the shape the robot's controllers take (ros2_control):
+    forward_position: Float64MultiArray in joint order (forward_command_controller);
+    joint_trajectory: JointTrajectory with joint names and one point due one period later
+    (joint_trajectory_controller); with gripper_output set, the gripper joint goes alone to
+    gripper_topic (its own forward or trajectory controller) and the arm output leaves it out.
+    control_msgs (GripperCommand) has no pip wheel, so the gripper uses the same two message types."""
+
+    def __init__(self, node: Node, cfg: SupervisorConfig, qos: QoSProfile) -> None:
+        names = list(cfg.joint_names)
+        self.gripper = names.index(cfg.gripper_joint) if cfg.gripper_output != "none" else -1
+        self.arm = [i for i in range(len(names)) if i != self.gripper]
+        self.all = self.gripper < 0
+        period = JointTrajectoryPoint().time_from_start
+        period.sec, period.nanosec = int(cfg.dt), round((cfg.dt % 1.0) * 1e9)
+        self.arm_send = self._sender(node, cfg.output, cfg.trajectory_topic if cfg.output == "joint_trajectory"
+                                     else cfg.command_topic, [names[i] for i in self.arm], period, qos)
+        self.grip_send = (self._sender(node, cfg.gripper_output, cfg.gripper_topic, [cfg.gripper_joint], period, qos)
+                          if self.gripper >= 0 else None)
+
+    @staticmethod
+    def _sender(node: Node, kind: str, topic: str, names: list[str], period: Any, qos: QoSProfile) -> Any:
+        if kind == "joint_trajectory":
+            pub = node.create_publisher(JointTrajectory, topic, qos)
+            msg = JointTrajectory(joint_names=names, points=[JointTrajectoryPoint(time_from_start=period)])
+
+            def send_trajectory(values: list[float]) -> None:
+                # Zero stamp: start on receipt (a controller on another clock would otherwise drop it).
+                msg.points[0].positions = values
+                pub.publish(msg)
+            return send_trajectory
+        pub = node.create_publisher(Float64MultiArray, topic, qos)
+        msg = Float64MultiArray()
+
+        def send_array(values: list[float]) -> None:
+            msg.data = values
+            pub.publish(msg)
+        return send_array
+
+    def publish(self, out: list[float]) -> None:
+        if self.all:
+            self.arm_send(out)
+            return
+        self.arm_send([out[i] for i in self.arm])
+        self.grip_send([out[self.gripper]])
+
+
 class SafetySupervisorNode(Node):
     """Subscribes proposals, joint states and the e-stop; publishes limited position commands."""
 
@@ -135,7 +182,7 @@ class SafetySupervisorNode(Node):
         self._lock = threading.Lock()  # Supervisor state: executor callbacks vs the tick thread
         cfg = self.config
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self.command_pub = self.create_publisher(Float64MultiArray, cfg.command_topic, reliable)
+        self.output = CommandOutput(self, cfg, reliable)
         self.status_pub = self.create_publisher(String, cfg.status_topic, reliable)
         self.diag_pub = self.create_publisher(DiagnosticArray, cfg.diagnostics_topic, 10)
         self.create_subscription(JointTrajectory, cfg.proposed_command_topic, self._on_command, reliable)
@@ -145,8 +192,8 @@ class SafetySupervisorNode(Node):
         self.create_service(Trigger, cfg.reset_estop_service, self._on_reset)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # The controller that consumes our commands is the hardware this status is about.
-        self.hardware_id = cfg.command_topic.strip("/").rpartition("/")[0] or cfg.command_topic
-        self._msg = Float64MultiArray()
+        topic = cfg.trajectory_topic if cfg.output == "joint_trajectory" else cfg.command_topic
+        self.hardware_id = topic.strip("/").rpartition("/")[0] or topic
         self._set_periods(cfg)
         self._ticks = 0
         self._late = array("d", bytes(8 * LATENESS_WINDOW))
@@ -230,15 +277,13 @@ class SafetySupervisorNode(Node):
             self.supervisor.on_joint_state(msg.name, msg.position, now)
 
     def _on_command(self, msg: JointTrajectory) -> None:
+        """Every row with its time_from_start: the Supervisor follows the trajectory, interpolated."""
         now = self._now()
-        if not msg.points:
-            with self._lock:
-                self.supervisor.reject("rejected_no_points", "trajectory has no points")
-            return
         stamp = msg.header.stamp
         t = None if (stamp.sec == 0 and stamp.nanosec == 0) else stamp.sec + stamp.nanosec * 1e-9
+        rows = [(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9, p.positions) for p in msg.points]
         with self._lock:
-            self.supervisor.on_command(msg.joint_names, msg.points[0].positions, t, now)
+            self.supervisor.on_trajectory(msg.joint_names, rows, t, now)
 
     def _on_estop(self, msg: Bool) -> None:
         now = self._now()
@@ -296,8 +341,7 @@ class SafetySupervisorNode(Node):
             diag_due = self._ticks % self._diag_every == 0
             status = self.supervisor.status() if status_due or diag_due else None
         if out is not None:
-            self._msg.data = out
-            self.command_pub.publish(self._msg)
+            self.output.publish(out)
         if status_due:
             self.status_pub.publish(String(data=json.dumps(status, separators=(",", ":"))))
         if diag_due:
@@ -337,6 +381,10 @@ class SafetySupervisorNode(Node):
                   "scheduling": self.scheduling, "command_timeout_s": self.config.command_timeout_s,
                   "joint_state_timeout_s": self.config.joint_state_timeout_s}
         values.update({f"interventions/{k}": v for k, v in sorted(status["counts"].items())})
+        values["shaping_total"] = sum(status["shaping"].values())
+        values["clamps_total"] = sum(status["clamps"].values())
+        values.update({f"shaping/{k}": v for k, v in sorted(status["shaping"].items())})
+        values.update({f"clamps/{k}": v for k, v in sorted(status["clamps"].items())})
         diag.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         msg = DiagnosticArray(status=[diag])
         msg.header.stamp = self.get_clock().now().to_msg()

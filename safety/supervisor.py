@@ -10,6 +10,25 @@ States, in order of precedence at each tick:
   active                   following the latest proposal through the limiter
 A controlled stop ramps the commanded velocity to zero at max deceleration, one command
 per period, then repeats the final position (forward_command_controller has no timeout).
+
+Proposals are trajectories: rows with times (time_from_start after the stamp, or after arrival
+for a zero stamp), followed trajectory_delay_s late so that a proposal carrying one row still
+has both ends of the segment being followed. Each period the rows are interpolated linearly,
+averaged over the last trajectory_smoothing_s (a box filter: a corner's velocity change is spread
+over that window instead of one period), and the limiter tracks the result
+(`CommandLimiter.track`), then holds the last row. A new proposal replaces the buffered rows from
+its first row's time on and keeps the earlier ones, as a proposal computed when the previous
+row falls due continues it. A row due at once (`on_command`, or rows all in the past) is
+approached over target_horizon_s instead.
+
+What the limiter still changes is counted in two groups (`shaping`, `clamps`):
+  shaping  a velocity, acceleration, deceleration or jerk limit that left the command within
+           shaping_tolerance of the position asked for this period (in tracking, the lag behind
+           the reference): the corner of a linear interpolation smoothed, a short catch-up;
+  clamps   every other limiter intervention (position range and stopping distance, max step,
+           soft limit, uniform scaling, a limit that yielded) and rate limits beyond that
+           tolerance, plus proposals refused as out of range.
+Other refusals (malformed, stale input) and watchdog/e-stop events are counted only by kind.
 """
 from __future__ import annotations
 
@@ -18,15 +37,19 @@ from math import isfinite
 from typing import Any, Sequence
 
 from omni_vla_safety.config import SupervisorConfig
-from omni_vla_safety.limiter import CommandLimiter, describe
+from omni_vla_safety.limiter import ACCELERATION, DECELERATION, JERK, VELOCITY, CommandLimiter, Record, describe
 from omni_vla_safety.limits import JointLimitSet
-from omni_vla_safety.validation import NO_JOINT_STATE, JointOrder, Rejection, check_age, check_range
+from omni_vla_safety.validation import (NO_JOINT_STATE, OUT_OF_RANGE, JointOrder, Rejection, check_age,
+                                        check_range, check_times)
 
 WAITING = "waiting_for_joint_state"
 ESTOP = "estop"
 WATCHDOG = "watchdog_stop"
 HOLD = "hold"
 ACTIVE = "active"
+
+RATE_KINDS = frozenset((VELOCITY, ACCELERATION, DECELERATION, JERK))
+MAX_POINTS = 1000  # rows per proposal: validated and buffered in one callback
 
 
 class Supervisor:
@@ -44,6 +67,22 @@ class Supervisor:
         # Targets beyond these bounds come from a broken policy: refused (or clamped when saturating).
         self.accept_lo = [lo - t for lo, t in zip(self.limiter.lo, tol)]
         self.accept_hi = [hi + t for hi, t in zip(self.limiter.hi, tol)]
+        shape = list(config.shaping_tolerance)
+        self.shaping_tolerance = shape * (n if len(shape) == 1 else 1)
+        self.shaping: Counter[str] = Counter()
+        self.clamps: Counter[str] = Counter()
+        # The trajectory being followed: rows (time, positions) from index _k on; _env_lo/_env_hi[k]
+        # span rows k.. (the braking envelope). None: no trajectory (target, if any, approached).
+        self.path: list[tuple[float, list[float]]] | None = None
+        self._k = 0
+        self._env_lo: list[list[float]] = []
+        self._env_hi: list[list[float]] = []
+        self._lin = [0.0] * n  # the linear interpolation at the last sample
+        self._ring = [[0.0] * n for _ in range(max(1, round(config.trajectory_smoothing_s * config.rate_hz)))]
+        self._ring_k = 0
+        self._ref = [0.0] * n  # what the limiter tracks: the mean of the ring (box filter)
+        self._lo = [0.0] * n
+        self._hi = [0.0] * n
         self.state = WAITING
         self.reason = "no joint state received yet"
         self.last_intervention = ""
@@ -98,12 +137,110 @@ class Supervisor:
             self._event("ignored_estop", "command ignored: e-stop latched")
             return False
         self.target = target
+        self.path = None
         return True
+
+    def on_trajectory(self, names: Sequence[str], rows: Sequence[tuple[float, Sequence[float]]],
+                      stamp: float | None, now: float) -> bool:
+        """Accept a proposal's rows (time_from_start s, positions) to follow, or reject it all and hold."""
+        try:
+            if not rows:
+                raise Rejection("rejected_no_points", "trajectory has no points")
+            check_times([t for t, _ in rows], MAX_POINTS)
+            targets = [self.validate(names, positions, stamp, now) for _, positions in rows]
+        except Rejection as rej:
+            self.reject(rej.kind, str(rej))
+            return False
+        if self.estop_latched:
+            self._event("ignored_estop", "command ignored: e-stop latched")
+            return False
+        lo, hi = self.limiter.lo, self.limiter.hi
+        base = (now if stamp is None else stamp) + self.config.trajectory_delay_s
+        new = [(base + t, [min(max(x, lo[i]), hi[i]) for i, x in enumerate(p)]) for (t, _), p in zip(rows, targets)]
+        future = [row for row in new if row[0] > now]
+        if not future:  # every row already due: approach the last one
+            self.target, self.path = new[-1][1], None
+            return True
+        if self.path is not None and self.target is not None:
+            self._sample(now)
+            anchor = list(self._lin)
+            kept = [row for row in self.path[self._k + 1:] if row[0] < future[0][0]]
+        else:  # from rest or a stop: start at the command, with the smoothing window at rest there
+            anchor = list(self.limiter.q)
+            kept = []
+            for sample in self._ring:
+                sample[:] = anchor
+        self._set_path([(now, anchor)] + kept + future)
+        return True
+
+    def _set_path(self, path: list[tuple[float, list[float]]]) -> None:
+        """Buffer the rows and, from the last back, the span of positions still to come after each."""
+        self.path, self._k, self.target = path, 0, path[-1][1]
+        lo = list(path[-1][1])
+        hi = list(lo)
+        self._env_lo = [lo]
+        self._env_hi = [hi]
+        for _, p in reversed(path[:-1]):
+            lo = [min(a, b) for a, b in zip(lo, p)]
+            hi = [max(a, b) for a, b in zip(hi, p)]
+            self._env_lo.append(lo)
+            self._env_hi.append(hi)
+        self._env_lo.reverse()
+        self._env_hi.reverse()
+
+    def _sample(self, now: float) -> None:
+        """The linear interpolation of the rows at `now` into _lin (the last row once it is reached)."""
+        path = self.path
+        assert path is not None
+        k = self._k
+        while k + 1 < len(path) and path[k + 1][0] <= now:
+            k += 1
+        self._k = k
+        if k + 1 >= len(path):
+            self._lin[:] = path[k][1]
+            return
+        (t0, p0), (t1, p1) = path[k], path[k + 1]
+        w = (now - t0) / (t1 - t0)
+        w = 0.0 if w < 0.0 else w
+        for i in range(len(p0)):
+            self._lin[i] = p0[i] + w * (p1[i] - p0[i])
+
+    def _advance(self, now: float) -> None:
+        """One period of the reference: sample the rows, smooth over the ring (a box filter spreads each
+        corner's velocity change over trajectory_smoothing_s), and the envelope still to come: the ring
+        and the rows after the current segment (the smoothed reference stays inside it)."""
+        self._sample(now)
+        ring = self._ring
+        ring[self._ring_k][:] = self._lin
+        self._ring_k = (self._ring_k + 1) % len(ring)
+        k = min(self._k + 1, len(self.path) - 1)  # type: ignore[arg-type]
+        lo, hi = self._env_lo[k], self._env_hi[k]
+        m = 1.0 / len(ring)
+        for i in range(len(self._lin)):
+            total, a, b = 0.0, lo[i], hi[i]
+            for sample in ring:
+                x = sample[i]
+                total += x
+                if x < a:
+                    a = x
+                elif x > b:
+                    b = x
+            self._ref[i] = total * m
+            self._lo[i] = a
+            self._hi[i] = b
 
     def reject(self, kind: str, message: str) -> None:
         """Drop the target (the robot stops and holds) and count why."""
         self.target = None
+        self.path = None
+        if kind == OUT_OF_RANGE:
+            self.clamps[kind] += 1
         self._event(kind, f"command rejected, holding: {message}")
+
+    def classify(self, rec: Record) -> bool:
+        """True when an intervention is routine shaping (see the module docstring), False for a clamp."""
+        kind, i, _, requested, applied = rec
+        return kind in RATE_KINDS and abs(requested - applied) * self.limiter.dt <= self.shaping_tolerance[i]
 
     def validate(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
                  now: float) -> list[float]:
@@ -171,8 +308,13 @@ class Supervisor:
             out = limiter.stop()
         else:
             self.state = ACTIVE
-            out = limiter.limit(self.target, self.measured)
+            if self.path is not None:
+                self._advance(now)
+                out = limiter.track(self._ref, self._lo, self._hi, self.measured)
+            else:
+                out = limiter.limit(self.target, self.measured)
         for rec in limiter.interventions:
+            (self.shaping if self.classify(rec) else self.clamps)[rec[0]] += 1
             self._event(rec[0], describe(rec, self.order.names), state_reason=False)
         return out
 
@@ -180,4 +322,5 @@ class Supervisor:
         """Compact status for the status topic and diagnostics."""
         return {"state": self.state, "reason": self.reason, "last_intervention": self.last_intervention,
                 "stopped": self.limiter.stopped,
-                "estop_latched": self.estop_latched, "ticks": self.ticks, "counts": dict(self.counts)}
+                "estop_latched": self.estop_latched, "ticks": self.ticks, "counts": dict(self.counts),
+                "shaping": dict(self.shaping), "clamps": dict(self.clamps)}

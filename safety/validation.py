@@ -16,6 +16,7 @@ FUTURE = "rejected_future_stamp"
 NO_JOINT_STATE = "rejected_no_joint_state"
 NO_POINTS = "rejected_no_points"
 OUT_OF_RANGE = "rejected_out_of_range"
+TIMES = "rejected_times"
 
 
 class Rejection(Exception):
@@ -106,3 +107,16 @@ def check_age(stamp: float | None, now: float, timeout: float, max_future: float
         raise Rejection(FUTURE, f"command stamp is {-age:.3f} s in the future (max_future_stamp_s "
                                 f"{max_future:.3f}): clocks disagree")
     return stamp
+
+
+def check_times(offsets: Sequence[float], limit: int) -> None:
+    """Trajectory rows must be finite, not negative, strictly increasing in time_from_start, and few
+    enough to check every period (`limit`)."""
+    if len(offsets) > limit:
+        raise Rejection(SIZE, f"trajectory has {len(offsets)} points, more than {limit}")
+    last = 0.0
+    for k, t in enumerate(offsets):
+        if not (isfinite(t) and t >= 0.0 and (k == 0 or t > last)):
+            raise Rejection(TIMES, f"point {k} time_from_start {t} is not finite, not negative and after "
+                                   f"the previous point's ({last if k else 'none'})")
+        last = t

@@ -190,6 +190,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         task=spec.task, seed=spec.seed, instruction=env.instruction.text, held_out=env.instruction.held_out,
         success=bool(ok), steps=tick, interventions=int(interventions),
         interventions_by_kind={k: int(v) for k, v in sup.counts.items()},
+        shaping=sum(sup.shaping.values()), clamps=sum(sup.clamps.values()), clamps_by_kind=dict(sup.clamps),
         holds=int(ctrl.counts["holds"]) if ctrl else 0,
         cloud_plans=int(ctrl.counts.get("cloud_plans", 0)) if ctrl else 0,
         latency_ms=[round(v, 3) for v in agent.latencies_ms],

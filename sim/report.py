@@ -39,6 +39,11 @@ class EpisodeResult:
     steps: int
     interventions: int = 0
     interventions_by_kind: dict[str, int] = field(default_factory=dict)
+    # The supervisor's split of its limiter interventions (omni_vla_safety.supervisor): routine
+    # shaping within shaping_tolerance of the requested motion, and real clamps.
+    shaping: int = 0
+    clamps: int = 0
+    clamps_by_kind: dict[str, int] = field(default_factory=dict)
     holds: int = 0
     cloud_plans: int = 0
     jerk_mean: float = 0.0
@@ -80,6 +85,12 @@ def _group(results: list[EpisodeResult]) -> dict[str, Any]:
         "cloud_plans_per_episode": float(np.mean([r.cloud_plans for r in results])) if n else math.nan,
         "mean_episode_length": float(np.mean([r.steps for r in results])) if n else math.nan,
         "interventions_per_episode": float(np.mean([r.interventions for r in results])) if n else math.nan,
+        "shaping_per_episode": float(np.mean([r.shaping for r in results])) if n else math.nan,
+        "clamps_per_episode": float(np.mean([r.clamps for r in results])) if n else math.nan,
+        "clamps_by_kind_per_episode": {
+            kind: sum(r.clamps_by_kind.get(kind, 0) for r in results) / n
+            for kind in sorted({k for r in results for k in r.clamps_by_kind})
+        } if n else {},
         "interventions_by_kind_per_episode": {
             kind: sum(r.interventions_by_kind.get(kind, 0) for r in results) / n
             for kind in sorted({k for r in results for k in r.interventions_by_kind})
@@ -141,15 +152,17 @@ def write_report(out_dir: Path, report: dict[str, Any], results: list[EpisodeRes
     }
     plots = _plots(out_dir, report, results)
     lines = [f"# {title}", "", f"Wall time: {report['wall_time_s']} s. Settings: `{json.dumps(report['settings'])}`", "",
-             "| task | k/n | success | 95% CI | mean length | interventions/ep | jerk mean | jerk p99 | boundary jump | latency p50/p99 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| task | k/n | success | 95% CI | mean length | interventions/ep | shaping/ep | clamps/ep | jerk mean | "
+             "jerk p99 | boundary jump | latency p50/p99 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, g in [*report["tasks"].items(), ("**overall**", report["overall"])]:
         lat = g["latency_ms"]
         lat_s = f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "-"
         lines.append(
             f"| {name} | {g['successes']}/{g['episodes']} | {100 * g['rate']:.1f}% | "
             f"[{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}] | {g['mean_episode_length']:.1f} | "
-            f"{g['interventions_per_episode']:.2f} | {g['jerk_mean']:.1f} | {g['jerk_p99']:.1f} | "
+            f"{g['interventions_per_episode']:.2f} | {g['shaping_per_episode']:.2f} | {g['clamps_per_episode']:.2f} | "
+            f"{g['jerk_mean']:.1f} | {g['jerk_p99']:.1f} | "
             f"{g['boundary_jump_mean']:.4f} | {lat_s} |")
     lines += ["", "Versions: `" + json.dumps(report["versions"]) + "`", ""]
     lines += [f"![{name}]({p.name})" for name, p in plots.items()]
