@@ -8,7 +8,10 @@ kept open, text "reset successful" for {"endpoint": "reset"}, idle close), so th
 tested against both on loopback.
 
 A policy is any object with `infer(obs: dict) -> {"actions": [H, D], ...}`; optional `reset()`
-and `metadata`. Inference runs in a worker thread under a lock (policies need not be thread-safe)
+and `metadata`. Before a request reaches the policy it is checked (ObservationCheck): every number
+finite, images uint8 [H, W, 3], and (with a robot's limits, as `omni-vla serve-openpi` always has)
+the joint state within the joint limits plus a tolerance; a refused request gets the same error
+frame as any other malformed one, and non-finite actions are never sent. Inference runs in a worker thread under a lock (policies need not be thread-safe)
 so pings and /healthz stay responsive. `latency_s` makes every reply leave no earlier than that
 long after its request arrived: the evaluation suite's injected cloud latency.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import http
 import logging
 import os
@@ -25,20 +29,131 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Awaitable, Callable, Literal
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Literal, Sequence
 
+import numpy as np
 from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from omni_vla.cloud import codec
+from omni_vla.core.perception import ImageRejected, check_image
 from omni_vla.inference.policy import BundlePolicy
-from omni_vla.policy import Policy
+from omni_vla.policy import KeyMap, Policy
+from omni_vla.tools.errors import UsageError, existing_bundle, existing_file, non_negative_float, positive_float, \
+    positive_int
+from omni_vla_safety.limits import load_joint_limits
+from omni_vla_sim import robot
 from omni_vla_sim.oracle import ExpertOraclePolicy
 
 log = logging.getLogger("omni_vla_sim.openpi_server")
 Variant = Literal["openpi", "vllm-omni"]
 VARIANTS = ("openpi", "vllm-omni")
+
+
+# A measured joint state sits at most sensor noise and controller overshoot beyond its limits (rad; m for
+# the gripper); further out it is a corrupt observation, not a pose.
+STATE_TOLERANCE = 0.05
+
+
+class ObservationRejected(ValueError):
+    """A request that is not passed to the policy: non-finite numbers, a state beyond the limits, a bad image."""
+
+
+def _first_non_finite(value: Any, path: str) -> str | None:
+    """'key[i] is nan' for the first non-finite number anywhere in `value` (dicts and lists walked), else None."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _first_non_finite(item, f"{path}/{key}" if path else str(key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _first_non_finite(item, f"{path}[{i}]")
+            if found:
+                return found
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+        bad = ~np.isfinite(value)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            return f"{path}{list(idx) if value.ndim else ''} is {value[idx]}"
+    elif isinstance(value, (float, np.floating, np.complexfloating)) and not np.isfinite(value):
+        return f"{path} is {value}"
+    return None
+
+
+class ObservationCheck:
+    """What a request may contain before the policy sees it.
+
+    Always: every number finite, the images (when present) uint8 [H, W, 3] of a sane size. With
+    `joint_names` and their limits: the state (when present) has one value per joint, each within
+    [min - tolerance, max + tolerance].
+    """
+
+    def __init__(self, keys: KeyMap | None = None, joint_names: Sequence[str] = (),
+                 lower: Sequence[float] = (), upper: Sequence[float] = (), tolerance: float = STATE_TOLERANCE) -> None:
+        if not len(joint_names) == len(lower) == len(upper):
+            raise ValueError(f"{len(joint_names)} joint names but {len(lower)}/{len(upper)} lower/upper limits")
+        if not 0 <= tolerance < float("inf"):
+            raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance}")
+        self.keys = keys or KeyMap()
+        self.joint_names = tuple(joint_names)
+        self.lower = np.asarray(lower, np.float64) - tolerance
+        self.upper = np.asarray(upper, np.float64) + tolerance
+        self.tolerance = tolerance
+
+    @classmethod
+    def for_robot(cls, limits_file: str | Path, joint_names: Sequence[str], keys: KeyMap | None = None,
+                  tolerance: float = STATE_TOLERANCE) -> "ObservationCheck":
+        """Limits of `joint_names` from a joint-limits file (YAML, URDF or MJCF); a joint missing from it is refused."""
+        limits = load_joint_limits(limits_file)
+        missing = [j for j in joint_names if j not in limits]
+        if missing:
+            raise ValueError(f"{limits_file}: no limits for joints {missing} (the policy's joints: {list(joint_names)})")
+        return cls(keys, joint_names, [limits[j].min_position for j in joint_names],
+                   [limits[j].max_position for j in joint_names], tolerance)
+
+    def __call__(self, obs: dict) -> None:
+        """Raise ObservationRejected naming the first thing wrong with `obs`."""
+        bad = _first_non_finite(obs, "")
+        if bad:
+            raise ObservationRejected(f"{bad}: every number in a request must be finite")
+        for key in (self.keys.front, self.keys.wrist):
+            if key in obs:
+                try:
+                    check_image(obs[key])
+                except ImageRejected as exc:
+                    raise ObservationRejected(f"{key}: {exc}") from None
+        if self.keys.state in obs:
+            self._check_state(obs[self.keys.state])
+
+    def _check_state(self, value: Any) -> None:
+        key = self.keys.state
+        try:
+            state = np.asarray(value, np.float64)
+        except (TypeError, ValueError):
+            raise ObservationRejected(f"{key}: expected an array of joint positions, got {type(value).__name__}") from None
+        if state.ndim != 1:
+            raise ObservationRejected(f"{key}: shape {state.shape}, expected one value per joint")
+        if not self.joint_names:
+            return
+        if state.shape[0] != len(self.joint_names):
+            raise ObservationRejected(f"{key}: {state.shape[0]} values, expected {len(self.joint_names)} "
+                                      f"({', '.join(self.joint_names)})")
+        out = np.flatnonzero((state < self.lower) | (state > self.upper))
+        if out.size:
+            i = int(out[0])
+            lo, hi = self.lower[i] + self.tolerance, self.upper[i] - self.tolerance
+            raise ObservationRejected(f"{key}[{i}] ({self.joint_names[i]}) = {state[i]:g} is outside the joint's limits "
+                                      f"[{lo:g}, {hi:g}] by more than {self.tolerance:g}")
+
+
+def check_actions(result: Any) -> None:
+    """Never send a non-finite action: a client may forward it to a robot unchecked."""
+    actions = result.get("actions") if isinstance(result, dict) else result
+    if actions is not None and not np.isfinite(np.asarray(actions, np.float64)).all():
+        raise ValueError("the policy returned non-finite actions; not sent")
 
 
 Handler = Callable[[ServerConnection], Awaitable[None]]
@@ -116,7 +231,9 @@ class PolicyServer:
     """The OpenPI protocol around one policy object."""
 
     def __init__(self, policy: Policy, *, metadata: dict | None = None, latency_s: float = 0.0,
-                 variant: Variant = "openpi", api_key: str | None = None, idle_timeout_s: float | None = None) -> None:
+                 variant: Variant = "openpi", api_key: str | None = None, idle_timeout_s: float | None = None,
+                 check: ObservationCheck | None = None) -> None:
+        """`check`: what requests must satisfy (default: finite numbers and well-formed images, no joint limits)."""
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         if latency_s < 0:
@@ -127,6 +244,7 @@ class PolicyServer:
         self.variant = variant
         self.api_key = api_key
         self.idle_timeout_s = idle_timeout_s
+        self.check = check or ObservationCheck()
         self._lock = threading.Lock()
         self.connections = 0  # accepted websocket connections (tests read it)
         self.requests = 0
@@ -178,7 +296,9 @@ class PolicyServer:
                         await ws.send(codec.packb({"reset": True}))
                     continue
                 self.requests += 1
+                self.check(obs)
                 result = await asyncio.to_thread(self._infer, obs)
+                check_actions(result)
                 infer_ms = 1e3 * (time.monotonic() - arrived)
                 wait = self.latency_s - (time.monotonic() - arrived)
                 if wait > 0:
@@ -227,8 +347,15 @@ def build_policy(args: argparse.Namespace) -> Policy:
     if args.policy == "oracle":
         return ExpertOraclePolicy(horizon=args.horizon, privileged_key=args.privileged_key)
     if not args.bundle_dir:
-        raise SystemExit("serve-openpi: --policy bundle needs --bundle-dir")
+        raise UsageError("--policy bundle needs --bundle-dir")
     return BundlePolicy(args.bundle_dir, backend=args.backend, threads=args.threads)
+
+
+def build_check(args: argparse.Namespace, policy: Policy) -> ObservationCheck:
+    """The robot's joint limits for the policy's joints (the bundle's, or the simulated Panda's for the oracle)."""
+    runtime = getattr(policy, "runtime", None)
+    joints = list(runtime.joint_names) if runtime is not None and runtime.joint_names else list(robot.JOINT_NAMES)
+    return ObservationCheck.for_robot(args.joint_limits, joints, tolerance=args.state_tolerance)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -237,20 +364,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="oracle: the privileged scripted expert (needs 'privileged/sim_state' in requests)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--latency-ms", type=float, default=0.0, help="replies leave no earlier than this after the request")
+    p.add_argument("--latency-ms", type=non_negative_float, default=0.0,
+                   help="replies leave no earlier than this after the request")
     p.add_argument("--variant", choices=VARIANTS, default="openpi")
-    p.add_argument("--horizon", type=int, default=16, help="oracle: actions per plan")
+    p.add_argument("--horizon", type=positive_int, default=16, help="oracle: actions per plan")
     p.add_argument("--privileged-key", default="privileged/sim_state")
-    p.add_argument("--bundle-dir", default="")
+    p.add_argument("--bundle-dir", type=existing_bundle, default=None)
     p.add_argument("--backend", choices=("mnn", "executorch", "onnx"), default="mnn")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
+    p.add_argument("--joint-limits", type=existing_file, default=robot.DEFAULT_LIMITS_FILE,
+                   help="joint-limits file (YAML, URDF or MJCF); requests whose state is beyond it are refused")
+    p.add_argument("--state-tolerance", type=non_negative_float, default=STATE_TOLERANCE,
+                   help="how far beyond a joint limit a state may be (rad, m) before the request is refused")
     p.add_argument("--api-key-env", default="", help="require 'Authorization: Api-Key $VAR'")
-    p.add_argument("--idle-timeout-s", type=float, default=None, help="close idle connections (vLLM-Omni: 30)")
-    p.add_argument("--certfile", default="", help="serve wss:// with this certificate chain (PEM)")
-    p.add_argument("--keyfile", default="")
+    p.add_argument("--idle-timeout-s", type=positive_float, default=None, help="close idle connections (vLLM-Omni: 30)")
+    p.add_argument("--certfile", type=existing_file, default=None,
+                   help="serve wss:// with this certificate chain (PEM)")
+    p.add_argument("--keyfile", type=existing_file, default=None)
     args = p.parse_args(argv)
-    if args.latency_ms < 0 or args.horizon < 1 or not 0 <= args.port < 65536:
-        p.error("--latency-ms must be >= 0, --horizon >= 1, --port in 0..65535")
+    if not 0 <= args.port < 65536:
+        p.error(f"argument --port: must be in 0..65535 (got {args.port})")
     return args
 
 
@@ -261,14 +394,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
-            print(f"serve-openpi: environment variable {args.api_key_env} is empty", file=sys.stderr)
-            return 2
+            raise UsageError(f"--api-key-env {args.api_key_env}: that environment variable is empty or unset")
     ctx = None
     if args.certfile:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(args.certfile, args.keyfile or None)
-    server = PolicyServer(build_policy(args), latency_s=args.latency_ms / 1e3, variant=args.variant,
-                          api_key=api_key, idle_timeout_s=args.idle_timeout_s)
+        try:
+            ctx.load_cert_chain(args.certfile, args.keyfile)
+        except ssl.SSLError as exc:
+            raise UsageError(f"--certfile {args.certfile} / --keyfile {args.keyfile}: not a usable certificate "
+                             f"chain and key ({exc.reason or exc})") from exc
+    policy = build_policy(args)
+    server = PolicyServer(policy, latency_s=args.latency_ms / 1e3, variant=args.variant,
+                          api_key=api_key, idle_timeout_s=args.idle_timeout_s, check=build_check(args, policy))
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -277,7 +414,12 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
         await server.serve_forever(args.host, args.port, ctx, stop)
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise UsageError(f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror})") from exc
     return 0
 
 

@@ -16,7 +16,8 @@ from websockets.sync.client import connect
 
 from omni_vla.cloud import codec
 from omni_vla.cloud.replanner import Replanner
-from omni_vla_sim.openpi_server import PolicyServer, main as serve_main
+from omni_vla_sim.openpi_server import ObservationCheck, PolicyServer, main as serve_main
+from omni_vla_sim.robot import DEFAULT_LIMITS_FILE, HOME_QPOS, JOINT_NAMES
 from test_openpi_reliability import RampPolicy, config, free_port, make_obs, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +52,87 @@ def test_text_or_garbage_requests_are_errors_too():
             ws.recv()
             ws.send(bad)
             assert "Error" in ws.recv()
+
+
+def _refusal(server: PolicyServer, request: dict) -> str:
+    """Send one request; return the error frame's text after checking the connection closes with 1011."""
+    with server.thread() as st, connect(st.uri, compression=None) as ws:
+        ws.recv()
+        ws.send(codec.packb(request))
+        text = ws.recv()
+        assert isinstance(text, str), f"expected an error frame, got a reply: {codec.unpackb(text)}"
+        with pytest.raises(ConnectionClosedError) as closed:
+            ws.recv()
+        assert closed.value.rcvd.code == 1011
+    return text
+
+
+@pytest.mark.parametrize("bad, where", [
+    ({"observation/state": np.array([0.1, 0.2, np.nan, 0, 0, 0, 0, 0], np.float32)}, "observation/state[2] is nan"),
+    ({"observation/state": np.full(8, np.inf)}, "observation/state[0] is inf"),
+    ({"observation/state": np.zeros(8), "privileged/sim_state": {"qvel": np.array([0.0, -np.inf])}},
+     "privileged/sim_state/qvel[1] is -inf"),
+    ({"observation/state": np.zeros(8), "extra": float("nan")}, "extra is nan"),
+])
+def test_non_finite_numbers_are_refused_with_an_error_frame_before_the_policy_runs(bad, where):
+    policy = RampPolicy()
+    text = _refusal(PolicyServer(policy), bad)
+    assert f"ObservationRejected: {where}: every number in a request must be finite" in text
+    assert policy.calls == 0
+
+
+@pytest.mark.parametrize("image, why", [
+    (np.zeros((16, 16, 3), np.float32), "dtype is float32, expected uint8"),
+    (np.zeros((16, 16), np.uint8), "shape is (16, 16), expected [H, W, 3]"),
+    (np.zeros((3, 16, 16), np.uint8), "shape is (3, 16, 16), expected [H, W, 3]"),
+])
+def test_images_of_the_wrong_shape_or_dtype_are_refused(image, why):
+    policy = RampPolicy()
+    text = _refusal(PolicyServer(policy), {"observation/state": np.zeros(8), "observation/wrist_image": image})
+    assert f"ObservationRejected: observation/wrist_image: image {why}" in text and policy.calls == 0
+
+
+def test_state_beyond_the_joint_limits_is_refused_and_a_state_at_the_limit_is_served():
+    check = ObservationCheck.for_robot(DEFAULT_LIMITS_FILE, JOINT_NAMES)  # panda_joint1: [-2.8973, 2.8973]
+    home = np.array(HOME_QPOS)
+    policy = RampPolicy(horizon=3)
+    for q1, refused in ((1e30, True), (2.8973 + 0.06, True), (-2.8973 - 0.06, True), (2.8973 + 0.04, False)):
+        state = home.copy()
+        state[0] = q1
+        if refused:
+            text = _refusal(PolicyServer(policy, check=check), {"observation/state": state})
+            assert f"observation/state[0] (panda_joint1) = {q1:g} is outside the joint's limits [-2.8973, 2.8973]" \
+                   " by more than 0.05" in text
+            continue
+        with PolicyServer(policy, check=check).thread() as st, connect(st.uri, compression=None) as ws:
+            ws.recv()
+            ws.send(codec.packb({"observation/state": state}))
+            np.testing.assert_allclose(codec.unpackb(ws.recv())["actions"][0], state)
+    assert policy.calls == 1
+    text = _refusal(PolicyServer(policy, check=check), {"observation/state": home[:7]})
+    assert "observation/state: 7 values, expected 8 (panda_joint1" in text
+
+
+def test_vllm_omni_variant_answers_a_refused_observation_with_an_error_and_keeps_the_connection():
+    with PolicyServer(RampPolicy(), variant="vllm-omni").thread() as st, connect(st.uri, compression=None) as ws:
+        ws.recv()
+        ws.send(codec.packb({"observation/state": np.full(8, np.nan)}))
+        err = codec.unpackb(ws.recv())
+        assert err["type"] == "error" and "observation/state[0] is nan" in err["message"]
+        ws.send(codec.packb({"observation/state": np.zeros(8)}))
+        assert codec.unpackb(ws.recv()).shape == (20, 8)
+
+
+class NaNPolicy(RampPolicy):
+    def infer(self, obs: dict) -> dict:
+        out = super().infer(obs)
+        out["actions"][1, 3] = np.nan
+        return out
+
+
+def test_non_finite_actions_from_the_policy_are_never_sent():
+    text = _refusal(PolicyServer(NaNPolicy()), {"observation/state": np.zeros(8)})
+    assert "the policy returned non-finite actions; not sent" in text
 
 
 def test_healthz_answers_200_over_plain_http():
@@ -197,6 +279,10 @@ def test_serve_openpi_main_runs_the_oracle_server_until_signalled(tmp_path):
             assert codec.unpackb(ws.recv())["policy"] == "expert_oracle"
             ws.send(codec.packb({"prompt": "x"}))  # no sim state: the oracle's error comes back as text
             assert "privileged/sim_state" in ws.recv()
+        with connect(f"ws://127.0.0.1:{port}", additional_headers={"Authorization": "Api-Key k"}) as ws:
+            ws.recv()  # the command-line server checks states against config/joint_limits.yaml
+            ws.send(codec.packb({"observation/state": np.full(8, 1e30), "prompt": "x"}))
+            assert "observation/state[0] (panda_joint1) = 1e+30 is outside the joint's limits" in ws.recv()
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
