@@ -277,7 +277,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cloud-network", default="process",
                    help="comma list of where the client runs (process, thread): one cloud run each (--cloud)")
     p.add_argument("--probe-cold-start", action="store_true", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.runtime_factory and not (args.bundle / "manifest.json").is_file():
+        p.error(f"argument --bundle: {args.bundle}: no manifest.json there (expected a policy bundle directory "
+                "written by `omni-vla export`, or --runtime-factory)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

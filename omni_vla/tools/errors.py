@@ -47,7 +47,7 @@ def explain(exc: ValidationError, known: Iterable[str] = ()) -> str:
         op = _OPS.get(err["type"])
         msg = f"must be {op} {next(iter(err['ctx'].values()))}" if op else err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(err["loc"][-1]), list(known), n=3)
+            close = difflib.get_close_matches(str(err["loc"][-1]), list(known), n=2, cutoff=0.75)
             hint = f"did you mean {' or '.join(close)}?" if close else f"no such setting in {exc.title}"
             parts.append(f"{loc}: unknown key ({hint})")
             continue
