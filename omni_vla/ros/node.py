@@ -433,7 +433,7 @@ class VlaNode(Node):
             "overruns": st.overruns, "inference_latency_p50_ms": round(lat["p50_ms"], 3),
             "inference_latency_p95_ms": round(lat["p95_ms"], 3), "delay_ticks": s["delay_ticks"],
             "queue_depth": s["queue_depth"], "commands": s["commands"], "holds": s["holds"],
-            "starved_ticks": s["starved_ticks"], "worker_state": inf.worker_state, "worker_restarts": inf.restarts,
+            "starved_ticks": s["starved_ticks"], "worker_state": inf.worker_state, "worker_pid": inf.pid, "worker_restarts": inf.restarts,
             "rejected_images": self.rejected["images"] + s["rejected_images"],
             "rejected_joint_states": self.rejected["joint_states"], "last_rejection": self.last_rejection,
             "tick_errors": self.tick_errors, "scheduling": sched.rt_status, "cloud_plans": s["cloud_plans"],
