@@ -1,26 +1,11 @@
-"""Outputs that are whole or absent: atomic files, output folders removed again when a verb fails."""
+"""Outputs that are whole or absent: output folders removed again when a verb fails; native banners kept off fd 1."""
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to a temporary name in the same directory, then rename: readers never see half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager
