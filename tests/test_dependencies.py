@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Import name -> (rosdep key, pip distribution). The rosdep key is what package.xml declares; the distribution
 # is the setup.py requirement that provides it where pip installs it (None: only a ROS install provides it).
 ROS_PACKAGES = ("rclpy", "std_msgs", "sensor_msgs", "trajectory_msgs", "diagnostic_msgs", "std_srvs", "lifecycle_msgs",
-                "builtin_interfaces", "rcl_interfaces", "ament_index_python", "launch", "launch_ros")
+                "builtin_interfaces", "rcl_interfaces", "rosgraph_msgs", "ament_index_python", "launch", "launch_ros")
 IMPORT_KEYS: dict[str, tuple[str | None, str | None]] = {
     **{name: (name, None) for name in ROS_PACKAGES},
     "numpy": ("python3-numpy", "numpy"),
@@ -314,7 +314,7 @@ def test_ros_extra_wheels_match_the_ros_packages_declared() -> None:
     """A PyPI-only machine (CI) gets the ROS packages as ros-jazzy-* wheels: the same set as package.xml's."""
     wheels = {_dist(r).removeprefix("ros-jazzy-").replace("-", "_") for r in SETUP["extras_require"]["ros"]}
     wheels.discard("rmw_fastrtps_cpp")  # the DDS layer rclpy needs; a ROS install brings its default RMW
-    from_wheel_deps = {"builtin_interfaces", "rcl_interfaces", "ament_index_python"}  # dependencies of ros-rclpy
+    from_wheel_deps = {"builtin_interfaces", "rcl_interfaces", "rosgraph_msgs", "ament_index_python"}  # dependencies of ros-rclpy
     not_wheels = {"launch", "launch_ros"}  # no wheels exist; the tests use ../shared/ros2_launch
     declared_ros = {k for k in DECLARED if k in ROS_PACKAGES}
     assert declared_ros - from_wheel_deps - not_wheels == wheels
