@@ -310,6 +310,15 @@ def test_every_declared_key_resolves_and_is_used() -> None:
     assert not unused, f"package.xml declares keys no executable imports: {unused}"
 
 
+def test_the_readme_install_skips_exactly_the_pip_keys() -> None:
+    """README's robot install lets rosdep install the apt keys and pip the rest into a venv: its --skip-keys list must
+    name every pip key of package.xml and nothing else, or rosdep would pip-install into the system Python."""
+    readme = (REPO / "README.md").read_text()
+    lists = re.findall(r'--skip-keys "([^"]+)"', readme)
+    assert len(lists) == 1, f"expected one --skip-keys list in README.md, found {len(lists)}"
+    assert set(lists[0].split()) == {k for k in DECLARED if k.endswith("-pip")}
+
+
 def test_ros_extra_wheels_match_the_ros_packages_declared() -> None:
     """A PyPI-only machine (CI) gets the ROS packages as ros-jazzy-* wheels: the same set as package.xml's."""
     wheels = {_dist(r).removeprefix("ros-jazzy-").replace("-", "_") for r in SETUP["extras_require"]["ros"]}
