@@ -20,7 +20,6 @@ Rules:
 from __future__ import annotations
 
 import ast
-import os
 import re
 import sys
 import types
@@ -202,18 +201,16 @@ def check(uses_by_root: dict[str, dict[str, Use]], declared: set[str], pip_dists
 # --- the real package -------------------------------------------------------------------------------------------
 
 def read_setup(path: Path = REPO / "setup.py") -> dict:
-    """setup()'s keyword arguments, by running setup.py against a stand-in setuptools (nothing is built)."""
+    """setup()'s keyword arguments, by running setup.py against a stand-in setuptools (nothing is built; its
+    data_files globs depend on the working directory and are not used here)."""
     captured: dict = {}
     fake = types.ModuleType("setuptools")
     fake.setup = lambda **kw: captured.update(kw)  # type: ignore[attr-defined]
     saved = sys.modules.get("setuptools")
     sys.modules["setuptools"] = fake
-    cwd = Path.cwd()
     try:
-        os.chdir(path.parent)
         exec(compile(path.read_text(), str(path), "exec"), {"__name__": "__main__", "__file__": str(path)})
     finally:
-        os.chdir(cwd)
         if saved is None:
             del sys.modules["setuptools"]
         else:
