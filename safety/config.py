@@ -41,10 +41,9 @@ class SupervisorConfig(BaseModel):
         0.05, ge=0.0, le=1.0,
         description="reach each proposal over this horizon, the proposal period (s); 0 = within one tick")
     trajectory_delay_s: float = Field(
-        0.05, ge=0.0, le=1.0,
-        description="follow proposal rows this long after their times (s): one proposal period, so a proposal "
-                    "of one row still has both ends of the segment followed; 0 = on time (then the trajectory "
-                    "ends between proposals and each row is braked for)")
+        0.0, ge=0.0, le=1.0,
+        description="follow proposal rows this long after their times (s): a jitter buffer for a stream whose "
+                    "next proposal may arrive after the last row is due (that row is then held until it does)")
     trajectory_smoothing_s: float = Field(
         0.05, ge=0.0, le=1.0,
         description="average the interpolated rows over this window (s), so a change of velocity between rows "
@@ -52,7 +51,8 @@ class SupervisorConfig(BaseModel):
     shaping_tolerance: list[float] = Field(
         default_factory=lambda: [0.01], min_length=1,
         description="largest lag behind the position asked for (rad, m) at which a velocity, acceleration, "
-                    "deceleration or jerk limit counts as routine shaping, not a clamp; one value or one per joint")
+                    "deceleration, jerk or range-braking limit counts as routine shaping, not a clamp; one value "
+                    "or one per joint")
     max_relative_target: list[float] = Field(
         default_factory=lambda: [0.25] * 7 + [0.02], min_length=1,
         description="max distance of a command from the measured position, one value or one per joint; "

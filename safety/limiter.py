@@ -19,7 +19,7 @@ new command velocity v' (q' = q + v' dt) is chosen from nested intervals, highes
 4. max step from the measured position (LeRobot's max_relative_target), braked for like the range,
 5. soft-limit spring (ros2_control SoftJointLimits k_position),
 6. no-overshoot approach of the target, clamped into the range (not a limit; never reported);
-   when tracking a moving reference (`track`), braking to stay inside the span still to come.
+   when tracking a moving reference (`track`), the same approach in the reference's frame.
 
 A lower-priority interval that does not intersect the higher ones cannot be met: the
 command goes to the nearest edge of the higher-priority interval and that is reported as
@@ -163,20 +163,22 @@ class CommandLimiter:
         """Next command of a controlled stop: velocity to zero at max deceleration, then hold."""
         return self._step(None, None)
 
-    def track(self, reference: Sequence[float], env_lo: Sequence[float], env_hi: Sequence[float],
+    def track(self, reference: Sequence[float], velocity: Sequence[float],
               measured: Sequence[float] | None) -> list[float]:
         """Next command on a moving reference: reach `reference` this period (wanted velocity
-        (reference - q) / dt), braking only to stay inside [env_lo, env_hi], the span of the reference
-        still to come, so the motion follows the rows between them and ends at rest, not beyond.
-        Same limits and priorities as `limit`; returns the internal buffer, copy to keep."""
-        return self._step(reference, measured, (env_lo, env_hi))
+        (reference - q) / dt). `velocity` is the reference's own; the approach is braked relative to
+        it (a lag is caught up, a lead given back, at the braking curve of what lies beyond the
+        reference's motion), so following a moving reference needs no margin and a stopped one is
+        approached without overshoot. Same limits and priorities as `limit`; returns the internal
+        buffer, copy to keep."""
+        return self._step(reference, measured, velocity)
 
     def _step(self, target: Sequence[float] | None, measured: Sequence[float] | None,
-              envelope: tuple[Sequence[float], Sequence[float]] | None = None) -> list[float]:
+              vref: Sequence[float] | None = None) -> list[float]:
         recs = self.interventions
         recs.clear()
         dt = self.dt
-        inv_h = 1.0 / self.horizon if envelope is None else 1.0 / dt
+        inv_h = 1.0 / self.horizon if vref is None else 1.0 / dt
         qc, vc, ac = self.q, self.v, self.a
         blo, bhi, klo, khi, vds = self._blo, self._bhi, self._klo, self._khi, self._vd
         brake = self.brake_speed
@@ -280,15 +282,20 @@ class CommandLimiter:
                     t = q
                 e = t - q
                 vd = e * inv_h
-                if envelope is not None:
-                    # Stop within the span still to come, not at this period's point: ties go to the
-                    # span (it lies inside the range, so the range's own bound is never tighter).
-                    cap = brake(i, envelope[1][i] - q)
-                    if cap <= hi:
-                        hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
-                    cap = -brake(i, q - envelope[0][i])
-                    if cap >= lo:
-                        lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
+                if vref is not None:
+                    # In the reference's frame: what lies beyond its own motion this period is approached
+                    # at the braking curve. Ties go to the approach (a reference resting on the range
+                    # edge is not the range's doing).
+                    w = vref[i]
+                    x = e - w * dt
+                    if x > 0.0:
+                        cap = w + brake(i, x)
+                        if cap <= hi:
+                            hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
+                    elif x < 0.0:
+                        cap = w - brake(i, -x)
+                        if cap >= lo:
+                            lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
                 elif e > 0.0:
                     cap = brake(i, e)
                     if cap < hi:

@@ -12,23 +12,25 @@ A controlled stop ramps the commanded velocity to zero at max deceleration, one 
 per period, then repeats the final position (forward_command_controller has no timeout).
 
 Proposals are trajectories: rows with times (time_from_start after the stamp, or after arrival
-for a zero stamp), followed trajectory_delay_s late so that a proposal carrying one row still
-has both ends of the segment being followed. Each period the rows are interpolated linearly,
+for a zero stamp; plus trajectory_delay_s, a jitter buffer). Each period the rows are interpolated linearly,
 averaged over the last trajectory_smoothing_s (a box filter: a corner's velocity change is spread
 over that window instead of one period), and the limiter tracks the result
-(`CommandLimiter.track`), then holds the last row. A new proposal replaces the buffered rows from
+(`CommandLimiter.track`, braking relative to the reference's own velocity), then holds the last row. A new proposal replaces the buffered rows from
 its first row's time on and keeps the earlier ones, as a proposal computed when the previous
 row falls due continues it. A row due at once (`on_command`, or rows all in the past) is
 approached over target_horizon_s instead.
 
-What the limiter still changes is counted in two groups (`shaping`, `clamps`):
-  shaping  a velocity, acceleration, deceleration or jerk limit that left the command within
-           shaping_tolerance of the position asked for this period (in tracking, the lag behind
-           the reference): the corner of a linear interpolation smoothed, a short catch-up;
-  clamps   every other limiter intervention (position range and stopping distance, max step,
-           soft limit, uniform scaling, a limit that yielded) and rate limits beyond that
-           tolerance, plus proposals refused as out of range.
-Other refusals (malformed, stale input) and watchdog/e-stop events are counted only by kind.
+What the limiter still changes is counted in two groups (`shaping`, `clamps`), per joint and period:
+  shaping  a velocity, acceleration, deceleration or jerk limit, or the braking curve before the
+           position range, that left the command within shaping_tolerance of the position asked
+           for this period (when tracking: the lag behind the reference): a corner smoothed, a
+           short catch-up, a stop onto the range edge braked a little earlier;
+  clamps   the same limits beyond that tolerance, every other limiter intervention (max step,
+           soft limit, uniform scaling, a limit that yielded), and proposals refused as out of
+           range.
+Targets beyond the range but within out_of_range_tolerance are clamped into it uncounted (a
+gripper asked to close a little beyond closed); other refusals (malformed or stale input) and
+watchdog/e-stop events are counted only by kind (`counts`).
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ from math import isfinite
 from typing import Any, Sequence
 
 from omni_vla_safety.config import SupervisorConfig
-from omni_vla_safety.limiter import ACCELERATION, DECELERATION, JERK, VELOCITY, CommandLimiter, Record, describe
+from omni_vla_safety.limiter import (ACCELERATION, DECELERATION, JERK, POSITION, VELOCITY, CommandLimiter, Record,
+                                     describe)
 from omni_vla_safety.limits import JointLimitSet
 from omni_vla_safety.validation import (NO_JOINT_STATE, OUT_OF_RANGE, JointOrder, Rejection, check_age,
                                         check_range, check_times)
@@ -48,7 +51,8 @@ WATCHDOG = "watchdog_stop"
 HOLD = "hold"
 ACTIVE = "active"
 
-RATE_KINDS = frozenset((VELOCITY, ACCELERATION, DECELERATION, JERK))
+# Limits that may only shape ordinary motion: a record of these within shaping_tolerance is shaping.
+SHAPING_KINDS = frozenset((POSITION, VELOCITY, ACCELERATION, DECELERATION, JERK))
 MAX_POINTS = 1000  # rows per proposal: validated and buffered in one callback
 
 
@@ -71,18 +75,15 @@ class Supervisor:
         self.shaping_tolerance = shape * (n if len(shape) == 1 else 1)
         self.shaping: Counter[str] = Counter()
         self.clamps: Counter[str] = Counter()
-        # The trajectory being followed: rows (time, positions) from index _k on; _env_lo/_env_hi[k]
-        # span rows k.. (the braking envelope). None: no trajectory (target, if any, approached).
+        # The trajectory being followed: rows (time, positions), the current segment from index _k.
+        # None: no trajectory (the target, if any, is approached).
         self.path: list[tuple[float, list[float]]] | None = None
         self._k = 0
-        self._env_lo: list[list[float]] = []
-        self._env_hi: list[list[float]] = []
         self._lin = [0.0] * n  # the linear interpolation at the last sample
         self._ring = [[0.0] * n for _ in range(max(1, round(config.trajectory_smoothing_s * config.rate_hz)))]
         self._ring_k = 0
         self._ref = [0.0] * n  # what the limiter tracks: the mean of the ring (box filter)
-        self._lo = [0.0] * n
-        self._hi = [0.0] * n
+        self._vref = [0.0] * n  # its velocity over the last period
         self.state = WAITING
         self.reason = "no joint state received yet"
         self.last_intervention = ""
@@ -170,23 +171,12 @@ class Supervisor:
             kept = []
             for sample in self._ring:
                 sample[:] = anchor
+            self._ref[:] = anchor
         self._set_path([(now, anchor)] + kept + future)
         return True
 
     def _set_path(self, path: list[tuple[float, list[float]]]) -> None:
-        """Buffer the rows and, from the last back, the span of positions still to come after each."""
         self.path, self._k, self.target = path, 0, path[-1][1]
-        lo = list(path[-1][1])
-        hi = list(lo)
-        self._env_lo = [lo]
-        self._env_hi = [hi]
-        for _, p in reversed(path[:-1]):
-            lo = [min(a, b) for a, b in zip(lo, p)]
-            hi = [max(a, b) for a, b in zip(hi, p)]
-            self._env_lo.append(lo)
-            self._env_hi.append(hi)
-        self._env_lo.reverse()
-        self._env_hi.reverse()
 
     def _sample(self, now: float) -> None:
         """The linear interpolation of the rows at `now` into _lin (the last row once it is reached)."""
@@ -206,28 +196,21 @@ class Supervisor:
             self._lin[i] = p0[i] + w * (p1[i] - p0[i])
 
     def _advance(self, now: float) -> None:
-        """One period of the reference: sample the rows, smooth over the ring (a box filter spreads each
-        corner's velocity change over trajectory_smoothing_s), and the envelope still to come: the ring
-        and the rows after the current segment (the smoothed reference stays inside it)."""
+        """One period of the reference: sample the rows, then average the last samples (a box filter
+        spreads each corner's change of velocity over trajectory_smoothing_s); and its velocity."""
         self._sample(now)
         ring = self._ring
         ring[self._ring_k][:] = self._lin
         self._ring_k = (self._ring_k + 1) % len(ring)
-        k = min(self._k + 1, len(self.path) - 1)  # type: ignore[arg-type]
-        lo, hi = self._env_lo[k], self._env_hi[k]
         m = 1.0 / len(ring)
+        inv_dt = 1.0 / self.limiter.dt
         for i in range(len(self._lin)):
-            total, a, b = 0.0, lo[i], hi[i]
+            total = 0.0
             for sample in ring:
-                x = sample[i]
-                total += x
-                if x < a:
-                    a = x
-                elif x > b:
-                    b = x
-            self._ref[i] = total * m
-            self._lo[i] = a
-            self._hi[i] = b
+                total += sample[i]
+            r = total * m
+            self._vref[i] = (r - self._ref[i]) * inv_dt
+            self._ref[i] = r
 
     def reject(self, kind: str, message: str) -> None:
         """Drop the target (the robot stops and holds) and count why."""
@@ -240,7 +223,7 @@ class Supervisor:
     def classify(self, rec: Record) -> bool:
         """True when an intervention is routine shaping (see the module docstring), False for a clamp."""
         kind, i, _, requested, applied = rec
-        return kind in RATE_KINDS and abs(requested - applied) * self.limiter.dt <= self.shaping_tolerance[i]
+        return kind in SHAPING_KINDS and abs(requested - applied) * self.limiter.dt <= self.shaping_tolerance[i]
 
     def validate(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
                  now: float) -> list[float]:
@@ -310,7 +293,7 @@ class Supervisor:
             self.state = ACTIVE
             if self.path is not None:
                 self._advance(now)
-                out = limiter.track(self._ref, self._lo, self._hi, self.measured)
+                out = limiter.track(self._ref, self._vref, self.measured)
             else:
                 out = limiter.limit(self.target, self.measured)
         for rec in limiter.interventions:

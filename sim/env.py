@@ -112,8 +112,18 @@ class PandaTaskEnv:
 
     def apply(self, targets: np.ndarray, nstep: int) -> None:
         """Hold `targets` for `nstep` physics steps (a supervisor running faster than the policy)."""
+        self.set_targets(targets)
+        self.advance(nstep)
+
+    def set_targets(self, targets: np.ndarray) -> None:
+        """New position targets for the actuators, taken by the next physics step (a controller
+        applies a command as it arrives, not at the next control period)."""
         self.data.ctrl[:] = np.clip(targets, self._ctrl_lo, self._ctrl_hi)
-        mujoco.mj_step(self.model, self.data, nstep=nstep)
+
+    def advance(self, nstep: int) -> None:
+        """`nstep` physics steps with the current targets; the control period is closed by end_tick."""
+        if nstep > 0:
+            mujoco.mj_step(self.model, self.data, nstep=nstep)
 
     def end_tick(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         """Close one control period: count it, judge success, observe."""

@@ -1,21 +1,39 @@
 """sim_node: the MuJoCo robot exposed like a ros2_control robot with a forward position controller.
 
-Publishes camera images and /joint_states, applies Float64MultiArray position commands, and steps
-physics in real time at the control rate. Episodes are reset over a JSON topic so a demo or an
-evaluation can drive many episodes through one long-lived process.
+Behaves as a robot's hardware interface does: joint states at joint_state_hz (100 Hz by default,
+as the supervisor's 0.1 s joint-state watchdog needs) with the velocities the physics has (zero
+while the sim is frozen or the episode is over), each command applied as it arrives (physics is
+stepped at joint_state_hz, in real time), cameras at camera_hz. Stamps are the physics clock:
+the node's start time plus the simulated time, so they read as the wall clock (vla_node checks
+observation age from them); with use_sim_time they are the simulated time itself and the node
+publishes /clock from it. Episodes keep their 20 Hz step count (control_hz, the dataset's rate)
+and are reset over a JSON topic so a demo can drive many episodes through one long-lived process.
+
+Parameters follow the ROS conventions: one descriptor each (type, description, range from
+SimNodeConfig), all read-only (the scene and the topics are built once), and an unknown name in a
+params file stops start-up with one line naming it.
 """
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import sys
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Literal, get_args, get_origin
 
 import numpy as np
 import rclpy
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+from rclpy.clock import Clock, ClockType
+from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
@@ -23,59 +41,132 @@ from omni_vla.ros.interrupt import ros_main
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 
+NODE_NAME = "sim_node"
+# A late tick steps the physics it owes (stamps stay on the wall clock, as observation age needs);
+# only a stall longer than this (a debugger, a suspended process) re-anchors the clock instead.
+MAX_CATCH_UP_S = 0.5
+
 
 class SimNodeConfig(BaseModel):
+    """Every setting of sim_node (ROS parameters; defaults also in config/sim_node.yaml)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    task: str = "pick_red"
-    seed: int = Field(1_000_000, ge=0, lt=2**32)
-    image_size: int = Field(128, ge=16, le=1024)
-    control_hz: float = Field(20.0, gt=0, le=500)
-    camera_hz: float = Field(20.0, gt=0, le=500)
-    joint_limits_file: str = ""
-    front_image_topic: str = "/camera/front/image_raw"
-    wrist_image_topic: str = "/camera/wrist/image_raw"
-    joint_states_topic: str = "/joint_states"
-    command_topic: str = "/forward_position_controller/commands"
-    episode_topic: str = "/sim/episode"
-    status_topic: str = "/sim/status"
+    task: str = Field("pick_red", description="task of the suite the scene starts with")
+    seed: int = Field(1_000_000, ge=0, lt=2**32, description="seed of the first episode")
+    image_size: int = Field(128, ge=16, le=1024, description="camera image width and height (px)")
+    control_hz: float = Field(20.0, gt=0, le=500,
+                              description="episode clock: steps counted and success judged at this rate (Hz)")
+    joint_state_hz: float = Field(100.0, ge=10.0, le=1000.0,
+                                  description="joint states published and physics stepped at this rate (Hz)")
+    camera_hz: float = Field(20.0, gt=0, le=500, description="camera images published at this rate (Hz)")
+    joint_limits_file: str = Field("", description="ros2_control joint_limits YAML ('' = the package's)")
+    front_image_topic: str = Field("/camera/front/image_raw", description="front camera out (Image rgb8)")
+    wrist_image_topic: str = Field("/camera/wrist/image_raw", description="wrist camera out (Image rgb8)")
+    joint_states_topic: str = Field("/joint_states", description="joint states out (JointState)")
+    command_topic: str = Field("/forward_position_controller/commands",
+                               description="position commands in (Float64MultiArray, joint order)")
+    episode_topic: str = Field("/sim/episode", description="episode resets in (String JSON)")
+    status_topic: str = Field("/sim/status", description="episode status out (String JSON), every control period")
+
+
+class UnknownParameters(ValueError):
+    """A params file or command line names a parameter sim_node does not have (a typo)."""
+
+
+_SCALARS = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
+            float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING}
+
+
+def descriptor(name: str, field: FieldInfo) -> ParameterDescriptor:
+    """Type, description, range (the Field's gt/ge/lt/le) and read-only flag of one parameter."""
+    ann = field.annotation
+    ptype = _SCALARS[type(get_args(ann)[0]) if get_origin(ann) is Literal else ann]
+    desc = ParameterDescriptor(name=name, type=ptype, description=field.description or name, read_only=True)
+    bounds = {op: getattr(m, op) for m in field.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
+    desc.additional_constraints = "; ".join(f"{op} {v}" for op, v in bounds.items())
+    lo = bounds.get("gt", bounds.get("ge", -math.inf))
+    hi = bounds.get("lt", bounds.get("le", math.inf))
+    if bounds and ptype == ParameterType.PARAMETER_DOUBLE:
+        desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
+    elif bounds and ptype == ParameterType.PARAMETER_INTEGER:
+        desc.integer_range = [IntegerRange(from_value=int(max(lo, -2**63)), to_value=int(min(hi, 2**63 - 1)), step=0)]
+    return desc
 
 
 class SimNode(Node):
-    def __init__(self, **kwargs) -> None:
-        super().__init__("sim_node", **kwargs)
-        defaults = SimNodeConfig()
-        for name, value in defaults.model_dump().items():
-            self.declare_parameter(name, value)
-        self.cfg = SimNodeConfig(**{n: self.get_parameter(n).value for n in SimNodeConfig.model_fields})
-        limits_file = Path(self.cfg.joint_limits_file) if self.cfg.joint_limits_file else None
-        self.env = PandaTaskEnv(self.cfg.task, EnvConfig(
-            image_size=self.cfg.image_size, control_hz=self.cfg.control_hz, limits_file=limits_file))
-        self.obs = self.env.reset(self.cfg.seed)
-        self.target = self.obs["qpos"].copy()
-        self.done = False
-        self.success = False
-        self.frozen = False
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        self.cfg = self._read_parameters()
+        cfg = self.cfg
+        limits_file = Path(cfg.joint_limits_file) if cfg.joint_limits_file else None
+        # Cameras are rendered at camera_hz by this node, not at every end of a control period.
+        self.env = PandaTaskEnv(cfg.task, EnvConfig(image_size=cfg.image_size, control_hz=cfg.control_hz,
+                                                    limits_file=limits_file, render=False))
+        self.obs = self.env.reset(cfg.seed)
+        self.done = self.success = self.frozen = False
+        self.physics_dt = self.env.config.physics_dt
+        self.sim_steps = 0  # physics steps of the node's clock since start (advances while frozen too)
+        self._in_period = 0  # physics steps since the last end of a control period
+        self.overruns = 0
+        self.sim_time_on = bool(self.get_parameter("use_sim_time").value)
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self.pub_front = self.create_publisher(Image, self.cfg.front_image_topic, qos_profile_sensor_data)
-        self.pub_wrist = self.create_publisher(Image, self.cfg.wrist_image_topic, qos_profile_sensor_data)
-        self.pub_joints = self.create_publisher(JointState, self.cfg.joint_states_topic, qos_profile_sensor_data)
-        self.pub_status = self.create_publisher(String, self.cfg.status_topic, reliable)
-        self.create_subscription(Float64MultiArray, self.cfg.command_topic, self._on_command, reliable)
-        self.create_subscription(String, self.cfg.episode_topic, self._on_episode, reliable)
-        self._camera_every = max(1, round(self.cfg.control_hz / self.cfg.camera_hz))
-        self.create_timer(1.0 / self.cfg.control_hz, self._tick)
-        self.get_logger().info(f"sim_node: task {self.cfg.task}, {self.cfg.control_hz} Hz")
+        self.pub_front = self.create_publisher(Image, cfg.front_image_topic, qos_profile_sensor_data)
+        self.pub_wrist = self.create_publisher(Image, cfg.wrist_image_topic, qos_profile_sensor_data)
+        self.pub_joints = self.create_publisher(JointState, cfg.joint_states_topic, qos_profile_sensor_data)
+        self.pub_status = self.create_publisher(String, cfg.status_topic, reliable)
+        self.pub_clock = self.create_publisher(ClockMsg, "/clock", 10) if self.sim_time_on else None
+        self.create_subscription(Float64MultiArray, cfg.command_topic, self._on_command, reliable)
+        self.create_subscription(String, cfg.episode_topic, self._on_episode, reliable)
+        self._js = JointState(name=list(robot.JOINT_NAMES))
+        self._zeros = [0.0] * len(robot.JOINT_NAMES)
+        self._camera_every = max(1, round(cfg.joint_state_hz / cfg.camera_hz))
+        self._status_every = max(1, round(cfg.joint_state_hz / cfg.control_hz))
+        self._ticks = 0
+        # A steady timer: the node drives the simulated clock, so it cannot wait on /clock itself.
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._t0 = time.monotonic()  # the physics clock starts now: stamps are this instant + simulated time
+        self._epoch_ns = self.get_clock().now().nanoseconds if not self.sim_time_on else 0
+        self.create_timer(1.0 / cfg.joint_state_hz, self._tick, clock=self._steady)
+        self.get_logger().info(f"sim_node: task {cfg.task}, joint states {cfg.joint_state_hz} Hz, cameras "
+                               f"{cfg.camera_hz} Hz, episode clock {cfg.control_hz} Hz"
+                               + (", publishing /clock" if self.sim_time_on else ""))
 
+    # ----- parameters ---------------------------------------------------------------------------
+    def _read_parameters(self) -> SimNodeConfig:
+        """Declare each SimNodeConfig field with its descriptor; refuse names we do not know."""
+        known = set(SimNodeConfig.model_fields) | set(self._parameters)  # use_sim_time and rclpy's own
+        unknown = sorted(n for n in self._parameter_overrides if n not in known and not n.startswith("qos_overrides."))
+        if unknown:
+            hints = [f"did you mean '{m[0]}'?" for n in unknown if (m := difflib.get_close_matches(n, known, 1))]
+            raise UnknownParameters(f"unknown parameter(s) {', '.join(map(repr, unknown))} "
+                                    + (f"({' '.join(hints)}) " if hints else "")
+                                    + f"(known: {', '.join(SimNodeConfig.model_fields)})")
+        defaults = SimNodeConfig()
+        values = {}
+        for name, field in SimNodeConfig.model_fields.items():
+            desc = descriptor(name, field)
+            value = getattr(defaults, name)
+            override = self._parameter_overrides.get(name)
+            if override is not None:
+                value = override.value
+                # YAML `control_hz: 20` is an integer: accept it for a double parameter.
+                if desc.type == ParameterType.PARAMETER_DOUBLE and isinstance(value, int) and not isinstance(value, bool):
+                    value = float(value)
+            values[name] = self.declare_parameter(name, value, desc, ignore_override=True).value
+        return SimNodeConfig(**values)
+
+    # ----- inputs -------------------------------------------------------------------------------
     def _on_command(self, msg: Float64MultiArray) -> None:
+        """Applied at once: the next physics step follows it (a frozen sim holds its reset pose)."""
         if self.frozen:
             return
         data = np.asarray(msg.data, dtype=np.float64)
         if data.shape != (len(robot.JOINT_NAMES),) or not np.all(np.isfinite(data)):
             self.get_logger().error(f"command refused: expected {len(robot.JOINT_NAMES)} finite values, "
-                                    f"got {data.tolist()}; holding the last target")
+                                    f"got {data.tolist()}; holding the last target", throttle_duration_sec=1.0)
             return
-        self.target[:] = data
+        self.env.set_targets(data)
 
     def _on_episode(self, msg: String) -> None:
         """{"task", "seed", "instruction", "frozen"} resets; {"start": true} unfreezes.
@@ -93,41 +184,81 @@ class SimNode(Node):
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self.get_logger().error(f"episode request refused: {exc}")
             return
-        self.target = self.obs["qpos"].copy()
         self.frozen = bool(req.get("frozen", False))
         self.done = self.success = False
+        self._in_period = 0
         self.get_logger().info(f"episode reset: task {self.env.task.name} seed {self.env.seed}")
-        self._publish()
+        self._publish_status()
 
+    # ----- the physics tick ---------------------------------------------------------------------
     def _tick(self) -> None:
-        if not self.done and not self.frozen:
-            self.obs, _, ok, truncated, _ = self.env.step(self.target)
-            self.success, self.done = ok, ok or truncated
-        self._publish()
-
-    def _publish(self) -> None:
-        stamp = self.get_clock().now().to_msg()
-        js = JointState(name=list(robot.JOINT_NAMES), position=self.obs["qpos"].tolist(),
-                        velocity=self.obs["qvel"].tolist())
+        """Advance physics to the wall clock (real time), close control periods, publish."""
+        due = int((time.monotonic() - self._t0) / self.physics_dt) - self.sim_steps
+        limit = round(MAX_CATCH_UP_S / self.physics_dt)
+        if due > limit:
+            self.overruns += 1
+            self._t0 += (due - limit) * self.physics_dt
+            due = limit
+        if due <= 0:
+            return
+        self.sim_steps += due
+        moving = not (self.done or self.frozen)
+        if moving:
+            self.env.advance(due)
+            self._in_period += due
+            while self._in_period >= self.env.n_substeps and not self.done:
+                self._in_period -= self.env.n_substeps
+                _, _, ok, truncated, _ = self.env.end_tick()
+                self.success, self.done = ok, ok or truncated
+        self._ticks += 1
+        stamp = self._stamp()
+        if self.pub_clock is not None:
+            self.pub_clock.publish(ClockMsg(clock=stamp))
+        qpos, qvel = self.env.joint_state()
+        js = self._js
         js.header.stamp = stamp
+        js.position = qpos.tolist()
+        js.velocity = qvel.tolist() if moving else self._zeros
         self.pub_joints.publish(js)
-        if self.env.steps % self._camera_every == 0:
-            for pub, cam in ((self.pub_front, "front"), (self.pub_wrist, "wrist")):
-                img = self.obs[cam]
-                msg = Image(height=img.shape[0], width=img.shape[1], encoding="rgb8", is_bigendian=0,
-                            step=img.shape[1] * 3, data=img.tobytes())
-                msg.header.stamp = stamp
-                msg.header.frame_id = f"{cam}_camera"
-                pub.publish(msg)
+        if self._ticks % self._camera_every == 0:
+            self._publish_images(stamp)
+        if self._ticks % self._status_every == 0:
+            self._publish_status()
+
+    def _stamp(self) -> Any:
+        """The physics clock as a ROS time: node start + simulated time (or simulated time alone)."""
+        ns = self._epoch_ns + round(self.sim_steps * self.physics_dt * 1e9)
+        return Time(nanoseconds=ns).to_msg()
+
+    def _publish_images(self, stamp: Any) -> None:
+        for pub, cam in ((self.pub_front, "front"), (self.pub_wrist, "wrist")):
+            img = self.env.render(cam)
+            msg = Image(height=img.shape[0], width=img.shape[1], encoding="rgb8", is_bigendian=0,
+                        step=img.shape[1] * 3, data=img.tobytes())
+            msg.header.stamp = stamp
+            msg.header.frame_id = f"{cam}_camera"
+            pub.publish(msg)
+
+    def _publish_status(self) -> None:
         status = {"task": self.env.task.name, "seed": self.env.seed, "instruction": self.env.instruction.text,
-                  "step": self.env.steps, "success": self.success, "done": self.done, "frozen": self.frozen}
+                  "step": self.env.steps, "success": self.success, "done": self.done, "frozen": self.frozen,
+                  "sim_time_s": round(self.sim_steps * self.physics_dt, 4), "overruns": self.overruns}
         self.pub_status.publish(String(data=json.dumps(status)))
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point `sim_node`: exits 1 with a one-line reason on bad or unknown parameters."""
     cleanup: list[Callable[[], object]] = []
     with ros_main(argv, cleanup):
-        node = SimNode()
+        try:
+            node = SimNode()
+        except ValidationError as exc:
+            reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})" for e in exc.errors())
+            print(f"{NODE_NAME}: refusing to start: {reasons}", file=sys.stderr)
+            return 1
+        except (UnknownParameters, ParameterException, ValueError) as exc:  # a bad task or seed from env.reset too
+            print(f"{NODE_NAME}: refusing to start: {exc}", file=sys.stderr)
+            return 1
         cleanup += [node.env.close, node.destroy_node]
         rclpy.spin(node)
     return 0
