@@ -43,6 +43,9 @@ from omni_vla.tools.errors import non_negative_float, non_negative_int, positive
 WARMUP_TICKS = 200
 
 
+HOME = (0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04)  # the sim's home pose (sim/robot.py HOME_QPOS)
+
+
 def _factory(spec: str | None) -> Any:
     if not spec:
         return open_runtime
@@ -55,7 +58,8 @@ def _feeder(store: Any, stop: threading.Event, size: int, dof: int) -> None:
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (size, size, 3), dtype=np.uint8) for _ in range(4)]
     names = list(store.joint_names)
-    pos = [0.0] * dof
+    # A pose inside the Panda's limits (all zeros is not: joint 4 spans [-3.07, -0.07]); serve-openpi refuses others.
+    pos = list(HOME)[:dof] if dof <= len(HOME) else [0.0] * dof
     i = 0
     while not stop.is_set():
         if i % 3 == 0:
