@@ -73,6 +73,12 @@ class Rig:
         self.sup.on_command(names, list(positions), stamp, self.now)
         self.oracle.command(names, list(positions), stamp, self.now)
 
+    def trajectory(self, rows: Sequence[tuple[float, Sequence[float]]], names: Sequence[str] | None = None,
+                   stamp: float | None = None) -> None:
+        names = list(self.robot.names) if names is None else list(names)
+        self.sup.on_trajectory(names, [(t, list(p)) for t, p in rows], stamp, self.now)
+        self.oracle.trajectory(names, [(t, list(p)) for t, p in rows], stamp, self.now)
+
     def estop(self, value: bool) -> None:
         self.sup.on_estop(value, self.now)
         self.oracle.estop(value)
@@ -185,10 +191,21 @@ def run_random(robot: Robot, rate_hz: float, steps: int, seed: int, on_violation
                     target = rig.corner(rng) if rng.random() < 0.5 else rig.plausible(rng, 2.0)
                 else:
                     target = [t + rng.uniform(-0.05, 0.05) for t in target]
-                rig.command(target, stamp=_stamp(rig, rng) if rng.random() < 0.3 else None)
-            else:
+                stamp = _stamp(rig, rng) if rng.random() < 0.3 else None
+                if rng.random() < 0.5:
+                    rig.command(target, stamp=stamp)
+                else:  # rows ahead, as vla_node sends them (sometimes a chunk of several)
+                    rows = [(0.05 * (j + 1), [t + rng.uniform(-0.05, 0.05) * j for t in target])
+                            for j in range(rng.choice([1, 1, 2, 5]))]
+                    rig.trajectory(rows, stamp=stamp)
+            elif r < 0.8:
                 bad, names = _bad_command(rig, rng)
                 rig.command(bad, names=names, stamp=_stamp(rig, rng))
+            else:
+                bad, names = _bad_command(rig, rng)
+                times = rng.choice([[0.05, 0.1], [0.1, 0.05], [0.05, 0.05], [-0.01], [math.nan], []])
+                rows = [(t, bad if j == len(times) - 1 else rig.plausible(rng)) for j, t in enumerate(times)]
+                rig.trajectory(rows, names=names, stamp=_stamp(rig, rng))
         command_drop = max(0, command_drop - 1)
         r = rng.random()
         if r < 0.001:

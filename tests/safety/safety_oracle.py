@@ -119,6 +119,20 @@ class Oracle:
             return
         self.target_time = self._valid_time(names, positions, stamp, now)
 
+    def trajectory(self, names: Sequence[str], rows: Sequence[tuple[float, Sequence[float]]], stamp: float | None,
+                   now: float) -> None:
+        """A proposal of rows is valid only as a whole: times finite, from 0 on, strictly increasing, at most
+        1000 rows, and every row a valid command; whatever its rows, it allows motion as one command does."""
+        if self.latched:
+            return
+        times = [t for t, _ in rows]
+        ordered = all(math.isfinite(t) for t in times) and all(b > a for a, b in zip(times, times[1:]))
+        if not rows or len(rows) > 1000 or not ordered or times[0] < 0:
+            self.target_time = None
+            return
+        valid = [self._valid_time(names, positions, stamp, now) for _, positions in rows]
+        self.target_time = None if any(v is None for v in valid) else valid[0]
+
     def _valid_time(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
                     now: float) -> float | None:
         r = self.rules

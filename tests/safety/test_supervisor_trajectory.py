@@ -1,0 +1,203 @@
+"""Proposals as trajectories: rows with times, interpolated at the supervisor's rate and tracked, and
+what the limiter still changes counted as routine shaping or real clamps. Fake clock, perfect robot."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from omni_vla_safety.config import config_from_yaml
+from omni_vla_safety.limits import load_limit_sets, require_joints
+from omni_vla_safety.supervisor import Supervisor
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = config_from_yaml(REPO / "config" / "safety_supervisor.yaml")
+NAMES = list(CONFIG.joint_names)
+HOME = [0.0, 0.0, 0.0, -1.5, 0.0, 1.8, 0.0, 0.02]
+DT = CONFIG.dt
+ROW = 0.05  # vla_node's row period at 20 Hz
+
+
+class Rig:
+    """A supervisor, a robot that reaches each command, a fake clock starting off the tick grid."""
+
+    def __init__(self, **overrides: object) -> None:
+        config = CONFIG.model_copy(update=overrides) if overrides else CONFIG
+        limits = require_joints(load_limit_sets(REPO / "config" / "joint_limits.yaml"), NAMES, "joint_limits")
+        self.sup = Supervisor(config, limits)
+        self.now = 0.0033
+        self.robot = list(HOME)
+        self.outputs: list[tuple[float, list[float]]] = []
+        self.sup.on_joint_state(NAMES, self.robot, self.now)
+
+    def propose(self, rows: list[tuple[float, list[float]]], stamp: float | None = None) -> bool:
+        return self.sup.on_trajectory(NAMES, rows, stamp, self.now)
+
+    def tick(self, n: int = 1) -> list[float]:
+        out: list[float] = []
+        for _ in range(n):
+            self.now += DT
+            self.sup.on_joint_state(NAMES, self.robot, self.now)
+            out = list(self.sup.tick(self.now) or [])
+            self.robot = out
+            self.outputs.append((self.now, out))
+        return out
+
+
+def motion(t: float) -> list[float]:
+    """A smooth reach on three joints and the gripper, well inside every limit (<= 0.4 rad/s)."""
+    p = list(HOME)
+    p[0] = 0.5 * math.sin(0.8 * t)
+    p[1] = 0.3 * math.sin(1.3 * t)
+    p[3] = -1.5 + 0.2 * math.sin(1.1 * t)
+    p[7] = 0.02 + 0.015 * math.sin(2.0 * t)
+    return p
+
+
+def stream(rig: Rig, seconds: float, rows: int = 1) -> None:
+    """vla_node's stream: every 50 ms a proposal stamped 1 ms before arrival, `rows` rows 50 ms apart."""
+    for k in range(round(seconds / DT)):
+        if k % 5 == 0:
+            stamp = rig.now - 0.001
+            assert rig.propose([(ROW * (j + 1), motion(stamp + ROW * (j + 1))) for j in range(rows)], stamp)
+        rig.tick()
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_a_smooth_stream_of_rows_is_followed_without_shaping_or_clamps(rows: int) -> None:
+    rig = Rig()
+    stream(rig, 0.5, rows)  # start from rest onto a moving reference: a short catch-up
+    rig.sup.shaping.clear()
+    rig.sup.clamps.clear()
+    stream(rig, 5.0, rows)
+    assert not rig.sup.clamps and not rig.sup.shaping
+    assert rig.sup.counts.keys() <= {"acceleration", "deceleration"}  # only from the start-up catch-up
+    # On time, less the smoothing window's half (0.02 s at 5 samples of 10 ms): within 1 mrad of the rows.
+    lag = max(abs(out[0] - motion(t - 0.02)[0]) for t, out in rig.outputs[-400:])
+    assert lag < 1e-3
+
+
+def test_rows_are_interpolated_linearly_at_the_supervisor_rate_and_reached_on_time() -> None:
+    rig = Rig(trajectory_smoothing_s=0.0)
+    start = rig.now
+    a, b = list(HOME), list(HOME)
+    a[0], b[0] = 0.001, 0.003  # 0.02 then 0.04 rad/s: each change within one period's acceleration
+    assert rig.propose([(0.05, a), (0.10, b)], stamp=start)
+    for _ in range(10):
+        t, out = rig.now + DT, rig.tick()
+        w = (t - start) / 0.05
+        want = 0.001 * w if w <= 1.0 else 0.001 + 0.002 * (w - 1.0)
+        assert out[0] == pytest.approx(want, abs=1e-9)
+    assert not rig.sup.counts
+
+
+def test_time_from_start_counts_from_arrival_when_the_stamp_is_zero() -> None:
+    rig = Rig(trajectory_smoothing_s=0.0)
+    row = list(HOME)
+    row[0] = 0.002
+    arrival = rig.now
+    assert rig.propose([(0.05, row)], stamp=None)
+    out = rig.tick()
+    assert out[0] == pytest.approx(0.002 * (rig.now - arrival) / 0.05, abs=1e-12)
+
+
+def test_a_new_proposal_keeps_earlier_rows_and_replaces_later_ones() -> None:
+    rig = Rig(trajectory_smoothing_s=0.0, command_timeout_s=5.0)
+    t0 = rig.now
+    first, second, replaced, new = (list(HOME) for _ in range(4))
+    first[0], second[0], replaced[0], new[0] = 0.01, 0.02, 0.5, 0.03
+    assert rig.propose([(0.05, first), (0.10, second), (0.15, replaced)], stamp=t0)
+    assert rig.propose([(0.15, new)], stamp=t0)  # from 0.15 s on: `replaced` is gone, `first`, `second` stay
+    path = rig.sup.path
+    assert path is not None and [p[0] for _, p in path[1:]] == [0.01, 0.02, 0.03]
+    rig.tick(40)
+    assert rig.robot[0] == pytest.approx(0.03, abs=1e-9)
+    assert max(out[0] for _, out in rig.outputs) < 0.03 + 1e-3  # the rows stop at once: braked, a little past
+
+
+def test_rows_all_due_already_are_approached_like_a_single_target() -> None:
+    rig = Rig(command_timeout_s=5.0)
+    row = list(HOME)
+    row[0] = 0.05
+    assert rig.propose([(0.0, row)], stamp=rig.now - 0.01)
+    assert rig.sup.path is None and rig.sup.target == row
+    rig.tick(100)
+    assert rig.robot[0] == pytest.approx(0.05, abs=1e-9)
+
+
+@pytest.mark.parametrize("times, kind", [
+    ([0.05, 0.05], "rejected_times"), ([0.10, 0.05], "rejected_times"), ([-0.01], "rejected_times"),
+    ([math.nan], "rejected_times"), ([math.inf], "rejected_times"), ([], "rejected_no_points"),
+    ([0.001 * (k + 1) for k in range(1001)], "rejected_size"),
+])
+def test_malformed_row_times_reject_the_whole_proposal_and_hold(times: list[float], kind: str) -> None:
+    rig = Rig()
+    assert rig.propose([(0.05, motion(0.05))], rig.now)
+    assert not rig.propose([(t, list(HOME)) for t in times], rig.now)
+    assert rig.sup.counts[kind] == 1 and rig.sup.target is None and rig.sup.path is None
+    assert not rig.sup.clamps  # malformed input is refused, not clamped
+
+
+def test_one_row_out_of_range_rejects_the_proposal_and_counts_a_clamp() -> None:
+    rig = Rig()
+    bad = list(HOME)
+    bad[0] = 3.5
+    assert not rig.propose([(0.05, list(HOME)), (0.10, bad)], rig.now)
+    assert rig.sup.clamps == {"rejected_out_of_range": 1}
+
+
+def test_a_row_beyond_the_range_within_tolerance_is_clamped_into_it_uncounted() -> None:
+    rig = Rig(command_timeout_s=5.0)
+    row = list(HOME)
+    row[7] = -0.01  # a policy closing the gripper a little beyond closed
+    assert rig.propose([(0.5, row)], rig.now)
+    rig.tick(100)
+    assert rig.robot[7] == pytest.approx(0.0, abs=1e-12)
+    assert not rig.sup.clamps
+
+
+def test_a_velocity_step_smoothed_within_tolerance_is_shaping() -> None:
+    rig = Rig(trajectory_smoothing_s=0.0)
+    row = list(HOME)
+    row[1] = 0.02  # joint 2 asked for 0.4 rad/s at once: 5 periods of its 7.1 rad/s^2, a few mrad of lag
+    assert rig.propose([(0.05, row)], rig.now)
+    rig.tick(30)
+    assert rig.sup.shaping["acceleration"] >= 1 and not rig.sup.clamps
+    assert rig.robot[1] == pytest.approx(0.02, abs=1e-9)
+
+
+def test_a_jump_the_joint_cannot_follow_is_a_clamp() -> None:
+    rig = Rig()
+    row = list(HOME)
+    row[1] = 0.2  # 4 rad/s asked of joint 2 (limit 2.1): seconds behind, far beyond the tolerance
+    assert rig.propose([(0.05, row)], rig.now)
+    rig.tick(60)
+    assert rig.sup.clamps["velocity"] + rig.sup.clamps["acceleration"] > 0
+
+
+def test_a_command_held_away_from_a_blocked_joint_is_a_max_step_clamp() -> None:
+    rig = Rig()
+    row = list(HOME)
+    row[7] = 0.0  # the gripper closes on an object: the fingers stay at 0.02
+    assert rig.propose([(0.05, row)], rig.now)
+    for _ in range(30):
+        rig.tick()
+        rig.robot[7] = 0.02
+    assert rig.sup.clamps["max_step"] > 0
+
+
+def test_the_stream_ending_at_speed_stops_at_the_last_row_and_holds() -> None:
+    rig = Rig()
+    stream(rig, 1.0)
+    last = rig.sup.target
+    assert last is not None
+    rig.tick(80)  # no more proposals, yet within command_timeout_s? no: the watchdog stops it
+    assert rig.sup.state == "watchdog_stop"
+    rig2 = Rig(command_timeout_s=5.0)
+    stream(rig2, 1.0)
+    final = list(rig2.sup.target or [])
+    rig2.tick(100)
+    assert rig2.robot == pytest.approx(final, abs=1e-9)
+    speeds = [abs(b[1][0] - a[1][0]) / DT for a, b in zip(rig2.outputs[-20:], rig2.outputs[-19:])]
+    assert max(speeds) == 0.0
