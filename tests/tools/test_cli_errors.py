@@ -156,3 +156,14 @@ def test_console_script_prints_one_line_and_debug_prints_the_traceback():
 def test_usage_text_documents_debug(capfd):
     assert cli(["--help"]) == 0
     assert "--debug" in capfd.readouterr().out
+
+
+def test_serve_openpi_on_a_port_in_use_is_one_line(capfd):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = refusal(capfd, "serve-openpi", "--port", str(port))
+    assert f"--host 127.0.0.1 --port {port}: cannot listen there (address already in use)" in line
