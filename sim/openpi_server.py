@@ -419,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise
-        raise UsageError(f"--host {args.host} --port {args.port}: cannot listen there ({os.strerror(exc.errno).lower()})") from exc
+        why = os.strerror(exc.errno).lower()
+        raise UsageError(f"--host {args.host} --port {args.port}: cannot listen there ({why})") from exc
     return 0
 
 
