@@ -222,7 +222,7 @@ def test_an_episode_reports_zero_counts_and_no_traces_unless_given() -> None:
     e = EpisodeResult(task="t", seed=1, instruction="i", held_out=False, success=False, steps=3)
     assert dataclasses.asdict(e) == {
         "task": "t", "seed": 1, "instruction": "i", "held_out": False, "success": False, "steps": 3,
-        "interventions": 0, "interventions_by_kind": {}, "holds": 0, "cloud_plans": 0, "jerk_mean": 0.0,
+        "interventions": 0, "interventions_by_kind": {}, "shaping": 0, "clamps": 0, "clamps_by_kind": {}, "holds": 0, "cloud_plans": 0, "jerk_mean": 0.0,
         "jerk_p99": 0.0, "boundary_jump_mean": 0.0, "latency_ms": [], "actions": None, "video": None}
     assert e.key() == ("t", 1, "i")
 
@@ -288,13 +288,14 @@ def test_boundary_jump_is_a_norm_over_the_seven_joints() -> None:
 
 # ------------------------------------------------------------------------------------------- report.md
 def test_markdown_table_shows_the_counts_rates_and_intervals(tmp_path: Path) -> None:
-    results = [ep("pick_red", 1, True, 40, interventions=1, jerk_mean=12.34, jerk_p99=56.78,
-                  boundary_jump_mean=0.01234, latency_ms=[2.0, 4.0]),
-               timeout("pick_red", 2, 120, interventions=2, jerk_mean=0.0, jerk_p99=0.0)]
+    results = [ep("pick_red", 1, True, 40, interventions=1, shaping=3, clamps=1, clamps_by_kind={"max_step": 1},
+                  jerk_mean=12.34, jerk_p99=56.78, boundary_jump_mean=0.01234, latency_ms=[2.0, 4.0]),
+               timeout("pick_red", 2, 120, interventions=2, shaping=4, jerk_mean=0.0, jerk_p99=0.0)]
     report = summarise(results, {"v": 1}, {"s": 1}, 1.5)
     paths = write_report(tmp_path, report, results)
     md = paths["markdown"].read_text()
-    assert "| pick_red | 1/2 | 50.0% | [9.4, 90.5] | 80.0 | 1.50 | 6.2 | 28.4 | 0.0062 | 3.00 / 3.98 |" in md
+    assert "| pick_red | 1/2 | 50.0% | [9.4, 90.5] | 80.0 | 1.50 | 3.50 | 0.50 | 6.2 | 28.4 | 0.0062 | 3.00 / 3.98 |" in md
+    assert report["tasks"]["pick_red"]["clamps_by_kind_per_episode"] == {"max_step": 0.5}
     assert "| **overall** | 1/2 | 50.0% | [9.4, 90.5] |" in md
     assert paths["json"].read_text() == json.dumps(report, indent=2, default=str)
     eps = json.loads(paths["episodes"].read_text())
@@ -309,7 +310,7 @@ def test_markdown_without_latency_shows_a_dash_and_lists_videos(tmp_path: Path) 
     paths = write_report(tmp_path, summarise(results, {}, {}, 0.0), results, title="T")
     md = paths["markdown"].read_text()
     assert md.startswith("# T\n")
-    assert "| pick_red | 1/1 | 100.0% | [20.6, 100.0] | 50.0 | 0.00 | 0.0 | 0.0 | 0.0000 | - |" in md
+    assert "| pick_red | 1/1 | 100.0% | [20.6, 100.0] | 50.0 | 0.00 | 0.00 | 0.00 | 0.0 | 0.0 | 0.0000 | - |" in md
     assert "## Videos\n- [pick_red_1.mp4](pick_red_1.mp4)" in md
     assert (tmp_path / "actions.png").exists() and not (tmp_path / "latency.png").exists()
 
