@@ -42,6 +42,7 @@ from omni_vla_safety.config import SupervisorConfig
 from omni_vla_safety.limiter import (ACCELERATION, DECELERATION, JERK, POSITION, VELOCITY, CommandLimiter, Record,
                                      describe)
 from omni_vla_safety.limits import JointLimitSet
+from omni_vla_safety.trajectory import Reference
 from omni_vla_safety.validation import (NO_JOINT_STATE, OUT_OF_RANGE, JointOrder, Rejection, check_age,
                                         check_range, check_times)
 
@@ -75,15 +76,8 @@ class Supervisor:
         self.shaping_tolerance = shape * (n if len(shape) == 1 else 1)
         self.shaping: Counter[str] = Counter()
         self.clamps: Counter[str] = Counter()
-        # The trajectory being followed: rows (time, positions), the current segment from index _k.
-        # None: no trajectory (the target, if any, is approached).
-        self.path: list[tuple[float, list[float]]] | None = None
-        self._k = 0
-        self._lin = [0.0] * n  # the linear interpolation at the last sample
-        self._ring = [[0.0] * n for _ in range(max(1, round(config.trajectory_smoothing_s * config.rate_hz)))]
-        self._ring_k = 0
-        self._ref = [0.0] * n  # what the limiter tracks: the mean of the ring (box filter)
-        self._vref = [0.0] * n  # its velocity over the last period
+        window = max(1, round(config.trajectory_smoothing_s * config.rate_hz))
+        self.reference = Reference(n, window, config.dt)  # the rows being followed, when active
         self.state = WAITING
         self.reason = "no joint state received yet"
         self.last_intervention = ""
@@ -138,7 +132,7 @@ class Supervisor:
             self._event("ignored_estop", "command ignored: e-stop latched")
             return False
         self.target = target
-        self.path = None
+        self.reference.clear()
         return True
 
     def on_trajectory(self, names: Sequence[str], rows: Sequence[tuple[float, Sequence[float]]],
@@ -160,62 +154,19 @@ class Supervisor:
         new = [(base + t, [min(max(x, lo[i]), hi[i]) for i, x in enumerate(p)]) for (t, _), p in zip(rows, targets)]
         future = [row for row in new if row[0] > now]
         if not future:  # every row already due: approach the last one
-            self.target, self.path = new[-1][1], None
+            self.target = new[-1][1]
+            self.reference.clear()
             return True
-        if self.path is not None and self.target is not None:
-            self._sample(now)
-            anchor = list(self._lin)
-            kept = [row for row in self.path[self._k + 1:] if row[0] < future[0][0]]
-        else:  # from rest or a stop: start at the command, with the smoothing window at rest there
-            anchor = list(self.limiter.q)
-            kept = []
-            for sample in self._ring:
-                sample[:] = anchor
-            self._ref[:] = anchor
-        self._set_path([(now, anchor)] + kept + future)
+        if self.target is None:
+            self.reference.clear()  # from rest or a stop: start at the command
+        self.reference.follow(now, future, self.limiter.q)
+        self.target = self.reference.last
         return True
-
-    def _set_path(self, path: list[tuple[float, list[float]]]) -> None:
-        self.path, self._k, self.target = path, 0, path[-1][1]
-
-    def _sample(self, now: float) -> None:
-        """The linear interpolation of the rows at `now` into _lin (the last row once it is reached)."""
-        path = self.path
-        assert path is not None
-        k = self._k
-        while k + 1 < len(path) and path[k + 1][0] <= now:
-            k += 1
-        self._k = k
-        if k + 1 >= len(path):
-            self._lin[:] = path[k][1]
-            return
-        (t0, p0), (t1, p1) = path[k], path[k + 1]
-        w = (now - t0) / (t1 - t0)
-        w = 0.0 if w < 0.0 else w
-        for i in range(len(p0)):
-            self._lin[i] = p0[i] + w * (p1[i] - p0[i])
-
-    def _advance(self, now: float) -> None:
-        """One period of the reference: sample the rows, then average the last samples (a box filter
-        spreads each corner's change of velocity over trajectory_smoothing_s); and its velocity."""
-        self._sample(now)
-        ring = self._ring
-        ring[self._ring_k][:] = self._lin
-        self._ring_k = (self._ring_k + 1) % len(ring)
-        m = 1.0 / len(ring)
-        inv_dt = 1.0 / self.limiter.dt
-        for i in range(len(self._lin)):
-            total = 0.0
-            for sample in ring:
-                total += sample[i]
-            r = total * m
-            self._vref[i] = (r - self._ref[i]) * inv_dt
-            self._ref[i] = r
 
     def reject(self, kind: str, message: str) -> None:
         """Drop the target (the robot stops and holds) and count why."""
         self.target = None
-        self.path = None
+        self.reference.clear()
         if kind == OUT_OF_RANGE:
             self.clamps[kind] += 1
         self._event(kind, f"command rejected, holding: {message}")
@@ -291,9 +242,9 @@ class Supervisor:
             out = limiter.stop()
         else:
             self.state = ACTIVE
-            if self.path is not None:
-                self._advance(now)
-                out = limiter.track(self._ref, self._vref, self.measured)
+            if self.reference.active:
+                self.reference.step(now)
+                out = limiter.track(self.reference.position, self.reference.velocity, self.measured)
             else:
                 out = limiter.limit(self.target, self.measured)
         for rec in limiter.interventions:

@@ -109,7 +109,7 @@ def test_a_new_proposal_keeps_earlier_rows_and_replaces_later_ones() -> None:
     first[0], second[0], replaced[0], new[0] = 0.01, 0.02, 0.5, 0.03
     assert rig.propose([(0.05, first), (0.10, second), (0.15, replaced)], stamp=t0)
     assert rig.propose([(0.15, new)], stamp=t0)  # from 0.15 s on: `replaced` is gone, `first`, `second` stay
-    path = rig.sup.path
+    path = rig.sup.reference.path
     assert path is not None and [p[0] for _, p in path[1:]] == [0.01, 0.02, 0.03]
     rig.tick(40)
     assert rig.robot[0] == pytest.approx(0.03, abs=1e-9)
@@ -121,7 +121,7 @@ def test_rows_all_due_already_are_approached_like_a_single_target() -> None:
     row = list(HOME)
     row[0] = 0.05
     assert rig.propose([(0.0, row)], stamp=rig.now - 0.01)
-    assert rig.sup.path is None and rig.sup.target == row
+    assert not rig.sup.reference.active and rig.sup.target == row
     rig.tick(100)
     assert rig.robot[0] == pytest.approx(0.05, abs=1e-9)
 
@@ -135,7 +135,7 @@ def test_malformed_row_times_reject_the_whole_proposal_and_hold(times: list[floa
     rig = Rig()
     assert rig.propose([(0.05, motion(0.05))], rig.now)
     assert not rig.propose([(t, list(HOME)) for t in times], rig.now)
-    assert rig.sup.counts[kind] == 1 and rig.sup.target is None and rig.sup.path is None
+    assert rig.sup.counts[kind] == 1 and rig.sup.target is None and not rig.sup.reference.active
     assert not rig.sup.clamps  # malformed input is refused, not clamped
 
 
