@@ -20,6 +20,7 @@ import numpy as np
 
 from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
+from omni_vla.runtime.chunk import ChunkRuntime
 
 __all__ = ["ChunkResult", "InferenceClient", "RuntimeInputs", "SyncInference", "open_runtime"]
 
@@ -40,6 +41,17 @@ def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
         raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(_BACKENDS)}")
     module, cls = _BACKENDS[backend]
     return getattr(importlib.import_module(module), cls)(Path(bundle_dir), num_threads=threads)
+
+
+_CHUNK_BACKENDS = {"mnn": "omni_vla.runtime.mnn", "executorch": "omni_vla.runtime.executorch"}
+
+
+def open_chunk_runtime(backend: str, bundle_dir: str | Path, threads: int = 1) -> ChunkRuntime:
+    """Load and warm a kind-"chunk" bundle (format 3) on `backend`, its loader imported by name (torch for ExecuTorch)."""
+    if backend not in _CHUNK_BACKENDS:
+        raise ValueError(f"unknown backend {backend!r} for a chunk bundle; expected one of {sorted(_CHUNK_BACKENDS)}")
+    load = importlib.import_module(_CHUNK_BACKENDS[backend]).load_chunk_program
+    return ChunkRuntime(Path(bundle_dir), backend, load, num_threads=threads)
 
 
 def instruction_error(text: str, exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ from executorch.runtime import Runtime
 
 from omni_vla.runtime.base import BundleRuntimeBase
 from omni_vla.runtime.bundle import BundleError, load_bundle
+from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.runtime.text import TextEncoderFn
 
@@ -51,6 +52,29 @@ def make_executorch_encoder(path: Path, num_threads: int) -> TextEncoderFn:
         out = method.execute([torch.from_numpy(ids), torch.from_numpy(mask)])[0]
         _ = program  # keep the Program alive as long as the method (dropping it can segfault)
         return out.numpy().astype(np.float32).reshape(-1)
+
+    return run
+
+
+def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                       num_threads: int) -> Callable[[], np.ndarray]:
+    """A kind-"chunk" bundle's program (runtime/chunk.py): run() reads `inputs` through zero-copy torch views."""
+    set_executorch_threads(num_threads)
+    try:
+        program = Runtime.get().load_program(str(path))
+        method = program.load_method("forward")
+    except Exception as e:  # the C++ loader raises RuntimeError/ValueError on bad programs
+        raise BundleError(f"ExecuTorch could not load {path}: {e}") from e
+    meta = method.metadata
+    for i, t in enumerate(stage.inputs):
+        if tuple(meta.input_tensor_meta(i).sizes()) != t.shape:
+            raise BundleError(f"{path}: input {i} ({t.name}) has shape {tuple(meta.input_tensor_meta(i).sizes())}, "
+                              f"manifest says {t.shape}")
+    views = [torch.from_numpy(x) for x in inputs]
+
+    def run() -> np.ndarray:
+        _ = program  # keep the Program alive as long as the method (dropping it can segfault)
+        return method._method(views, clone_outputs=False)[0].numpy()
 
     return run
 

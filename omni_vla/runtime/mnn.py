@@ -10,12 +10,13 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from omni_vla.runtime.base import BundleRuntimeBase
 from omni_vla.runtime.bundle import BundleError, load_bundle
+from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.runtime.text import TextEncoderFn
 
@@ -51,6 +52,25 @@ def make_mnn_encoder(path: Path, num_threads: int) -> TextEncoderFn:
         holders[0].write(ids)
         holders[1].write(mask)
         return np.array(mod.forward(holders)[0].read(), dtype=np.float32).reshape(-1)
+
+    return run
+
+
+def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                       num_threads: int) -> Callable[[], np.ndarray]:
+    """A kind-"chunk" bundle's program (runtime/chunk.py): run() reads `inputs` (refilled in place by the caller)."""
+    MNN = import_mnn()
+    rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": num_threads},))
+    mod = MNN.nn.load_module_from_file(str(path), [t.name for t in stage.inputs], [t.name for t in stage.outputs],
+                                       runtime_manager=rt, shape_mutable=False)
+    if mod is None:
+        raise BundleError(f"MNN could not load {path}")
+    holders = [MNN.expr.placeholder(list(t.shape), MNN.expr.NCHW, MNN.expr.dtype.float) for t in stage.inputs]
+
+    def run() -> np.ndarray:
+        for holder, x in zip(holders, inputs):
+            holder.write(x)
+        return mod.forward(holders)[0].read()
 
     return run
 

@@ -23,6 +23,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "average": ("omni_vla_policies.average", "main"),
     "export": ("omni_vla_policies.export", "main"),
     "parity": ("omni_vla_policies.parity", "main"),
+    "import": ("omni_vla_policies.lerobot_import", "main"),
     "eval": ("omni_vla_sim.eval", "main"),
     "serve-openpi": ("omni_vla_sim.openpi_server", "main"),
     "limits": ("omni_vla_safety.limits_table", "main"),

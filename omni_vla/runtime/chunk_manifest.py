@@ -1,0 +1,108 @@
+"""Bundle format 3, kind "chunk": a single-pass chunk predictor (ACT-like) described by its manifest alone.
+
+A robot integrator reads everything the loop needs from here, not from the exporter's code: named cameras
+(resolution, channel order, value range), the state vector (joint names, units), the action chunk (length,
+joint names, absolute or delta, which joint is the gripper), the normalisation the runtime applies on each side
+of the graph, the control rate, and each artifact's hash. docs/bundle_format.md is the prose of this schema.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from omni_vla.runtime.bundle import ArtifactSpec, Backend, TensorSpec
+
+CHUNK_FORMAT = "omni_vla.bundle/3"
+CHUNK_STAGE = "policy"
+Unit = Literal["rad", "m"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CameraSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_]+$", description="matched to a topic by name in the node's parameters")
+    height: int = Field(ge=8)
+    width: int = Field(ge=8)
+    channel_order: Literal["rgb"] = "rgb"
+    value_range: Literal["unit"] = Field("unit", description="float32 in [0, 1] before normalisation")
+
+
+class StateSpec(_Strict):
+    joint_names: list[str] = Field(min_length=1)
+    units: list[Unit]
+
+
+class ActionSpec(_Strict):
+    joint_names: list[str] = Field(min_length=1)
+    units: list[Unit]
+    space: Literal["absolute", "delta"] = Field(description="joint-position targets, or offsets from the state")
+    chunk_length: int = Field(ge=1)
+    execute_steps: int = Field(ge=1, description="rows the source policy executed per inference (n_action_steps)")
+    gripper: str | None = Field(None, description="the joint in joint_names that is the gripper, if any")
+
+
+class AffineSpec(_Strict):
+    """normalised = (raw - subtract) / divide for inputs; raw = normalised * divide + subtract for the action."""
+
+    subtract: list[float] = Field(min_length=1)
+    divide: list[float] = Field(min_length=1)
+
+
+class ChunkStageSpec(_Strict):
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    artifacts: dict[Backend, ArtifactSpec]
+
+
+class ChunkManifest(_Strict):
+    format: Literal["omni_vla.bundle/3"]
+    kind: Literal["chunk"]
+    policy: str = Field(description="architecture, e.g. lerobot_act")
+    source: dict = Field(description="where the weights came from (checkpoint path, hashes, its config)")
+    control_rate_hz: float = Field(gt=0)
+    cameras: list[CameraSpec] = Field(min_length=1)
+    state: StateSpec
+    action: ActionSpec
+    normalization: dict[str, AffineSpec] = Field(description="one per camera name, 'state' and 'action'")
+    stages: dict[str, ChunkStageSpec]
+    versions: dict[str, str]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ChunkManifest":
+        names = [c.name for c in self.cameras]
+        if len(set(names)) != len(names):
+            raise ValueError(f"camera names must be unique, got {names}")
+        for spec, what in ((self.state, "state"), (self.action, "action")):
+            if len(spec.units) != len(spec.joint_names):
+                raise ValueError(f"{what}: {len(spec.units)} units for {len(spec.joint_names)} joints")
+        if self.action.gripper is not None and self.action.gripper not in self.action.joint_names:
+            raise ValueError(f"action.gripper {self.action.gripper!r} is not one of action.joint_names")
+        if self.action.execute_steps > self.action.chunk_length:
+            raise ValueError(f"action.execute_steps {self.action.execute_steps} > chunk_length {self.action.chunk_length}")
+        want_norm = {*names, "state", "action"}
+        if set(self.normalization) != want_norm:
+            raise ValueError(f"normalization keys {sorted(self.normalization)}, expected {sorted(want_norm)}")
+        sizes = {**{c.name: 3 for c in self.cameras}, "state": len(self.state.joint_names),
+                 "action": len(self.action.joint_names)}
+        for key, aff in self.normalization.items():
+            for field in ("subtract", "divide"):
+                n = len(getattr(aff, field))
+                if n not in (1, sizes[key]):
+                    raise ValueError(f"normalization.{key}.{field} has {n} values, expected 1 or {sizes[key]}")
+            if min(aff.divide) <= 0:
+                raise ValueError(f"normalization.{key}.divide must be > 0")
+        if set(self.stages) != {CHUNK_STAGE}:
+            raise ValueError(f"stages {sorted(self.stages)}, expected ['{CHUNK_STAGE}']")
+        stage = self.stages[CHUNK_STAGE]
+        want = [(c.name, (1, 3, c.height, c.width)) for c in self.cameras]
+        want.append(("state", (1, len(self.state.joint_names))))
+        got = [(t.name, t.shape) for t in stage.inputs]
+        if got != want:
+            raise ValueError(f"stage {CHUNK_STAGE} inputs {got}, expected {want} (cameras in order, then state)")
+        out = (1, self.action.chunk_length, len(self.action.joint_names))
+        if [t.shape for t in stage.outputs] != [out]:
+            raise ValueError(f"stage {CHUNK_STAGE} outputs {[t.shape for t in stage.outputs]}, expected [{out}]")
+        return self

@@ -1,0 +1,119 @@
+"""Read a LeRobot ACT checkpoint directory as `lerobot-train` writes it, without LeRobot.
+
+`checkpoints/<step>/pretrained_model/` holds config.json (the policy config), model.safetensors and the
+processor pipelines (policy_preprocessor.json / policy_postprocessor.json, each naming a .safetensors state file
+with the dataset statistics). Normalisation lives in those pipelines, outside the model: here it becomes plain
+per-feature affine maps (`Affine`) that the bundle carries and the runtime applies. Anything this reader does not
+support is refused with one line naming the field and what is expected.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file
+
+from omni_vla_policies.act_model import RESNET_BLOCKS, ActShape
+
+CAMERA_PREFIX = "observation.images."
+STATE_KEY, ACTION_KEY = "observation.state", "action"
+
+
+class CheckpointError(ValueError):
+    """The directory is not an ACT checkpoint this importer can convert; the message says why."""
+
+
+@dataclass(frozen=True)
+class Affine:
+    """normalised = (raw - subtract) / divide; raw = normalised * divide + subtract (per element, broadcast)."""
+
+    subtract: np.ndarray
+    divide: np.ndarray
+
+
+@dataclass(frozen=True)
+class ActCheckpoint:
+    shape: ActShape
+    cameras: list[str]  # LeRobot's camera names, in the model's token order
+    weights: dict[str, np.ndarray]
+    inputs: dict[str, Affine]  # camera name or "state"
+    action: Affine  # the postprocessor's inverse map
+    n_action_steps: int
+    config: dict
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: expected a LeRobot pretrained_model directory")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def _normalizer(directory: Path, pipeline: str, registry_name: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """(config, statistics) of the (un)normalizer step of one processor pipeline."""
+    spec = _read_json(directory / f"{pipeline}.json")
+    steps = [s for s in spec.get("steps", []) if s.get("registry_name") == registry_name]
+    if len(steps) != 1 or "state_file" not in steps[0]:
+        raise CheckpointError(f"{directory / pipeline}.json: expected one {registry_name} step with a state_file")
+    return steps[0]["config"], load_file(str(directory / steps[0]["state_file"]))
+
+
+def _affine(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], inverse: bool) -> Affine:
+    """LeRobot's NormalizerProcessorStep arithmetic as an affine map (eps where LeRobot adds it)."""
+    mode = config["norm_map"].get(kind, "IDENTITY")
+    eps = np.float32(config.get("eps", 1e-8))
+    if mode == "IDENTITY" or f"{key}.mean" not in stats and f"{key}.min" not in stats:
+        one = np.ones(1, np.float32)
+        return Affine(np.zeros(1, np.float32), one)
+    if mode == "MEAN_STD":
+        std = stats[f"{key}.std"].astype(np.float32)
+        return Affine(stats[f"{key}.mean"].astype(np.float32), std if inverse else std + eps)
+    if mode == "MIN_MAX":
+        lo, hi = stats[f"{key}.min"].astype(np.float32), stats[f"{key}.max"].astype(np.float32)
+        span = np.where(hi - lo == 0, eps, hi - lo).astype(np.float32)
+        return Affine(lo + span / 2, span / 2)
+    raise CheckpointError(f"{key}: normalisation {mode} is not supported; expected MEAN_STD, MIN_MAX or IDENTITY")
+
+
+def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
+    d = Path(directory)
+    cfg = _read_json(d / "config.json")
+    if cfg.get("type") != "act":
+        raise CheckpointError(f"{d / 'config.json'}: policy type {cfg.get('type')!r}, expected 'act'")
+    feats = cfg.get("input_features", {})
+    cameras = [k[len(CAMERA_PREFIX):] for k in feats if k.startswith(CAMERA_PREFIX)]
+    if not cameras:
+        raise CheckpointError(f"{d / 'config.json'}: no observation.images.* input; expected at least one camera")
+    if "observation.environment_state" in feats:
+        raise CheckpointError("observation.environment_state inputs are not supported; expected cameras and a state")
+    if STATE_KEY not in feats:
+        raise CheckpointError(f"{d / 'config.json'}: no {STATE_KEY} input; expected the robot's joint state")
+    hw = {tuple(feats[CAMERA_PREFIX + c]["shape"][1:]) for c in cameras}
+    if len(hw) != 1:
+        raise CheckpointError(f"cameras have different shapes {sorted(hw)}; ACT expects one")
+    for field, want in (("n_obs_steps", 1), ("replace_final_stride_with_dilation", False)):
+        if cfg.get(field, want) != want:
+            raise CheckpointError(f"{field} = {cfg.get(field)!r} is not supported; expected {want!r}")
+    if cfg.get("vision_backbone") not in RESNET_BLOCKS:
+        raise CheckpointError(f"vision_backbone {cfg.get('vision_backbone')!r}: expected one of {sorted(RESNET_BLOCKS)}")
+    shape = ActShape(
+        cameras=len(cameras), image_hw=tuple(hw.pop()), state_dim=feats[STATE_KEY]["shape"][0],
+        action_dim=cfg["output_features"][ACTION_KEY]["shape"][0], chunk_size=cfg["chunk_size"],
+        dim_model=cfg["dim_model"], n_heads=cfg["n_heads"], n_encoder_layers=cfg["n_encoder_layers"],
+        n_decoder_layers=cfg["n_decoder_layers"], pre_norm=cfg["pre_norm"],
+        activation=cfg["feedforward_activation"], backbone=cfg["vision_backbone"])
+    weights_path = d / "model.safetensors"
+    if not weights_path.is_file():
+        raise CheckpointError(f"{weights_path} is missing: expected the policy weights")
+    weights = load_file(str(weights_path))
+    pre_cfg, pre_stats = _normalizer(d, "policy_preprocessor", "normalizer_processor")
+    post_cfg, post_stats = _normalizer(d, "policy_postprocessor", "unnormalizer_processor")
+    inputs = {c: _affine(CAMERA_PREFIX + c, "VISUAL", pre_cfg, pre_stats, False) for c in cameras}
+    inputs["state"] = _affine(STATE_KEY, "STATE", pre_cfg, pre_stats, False)
+    return ActCheckpoint(shape=shape, cameras=cameras, weights=weights, inputs=inputs,
+                         action=_affine(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
+                         n_action_steps=int(cfg.get("n_action_steps", cfg["chunk_size"])), config=cfg)

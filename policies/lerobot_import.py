@@ -1,0 +1,128 @@
+"""`omni-vla import lerobot CHECKPOINT_DIR --out BUNDLE --joint-names a,b,... --rate-hz F`: a LeRobot ACT
+checkpoint becomes a kind-"chunk" bundle (format 3) for ExecuTorch and MNN.
+
+The graph is ACT alone (policies/act_model.py, loaded from the checkpoint's safetensors); LeRobot's normalisation
+pipelines become the manifest's affine maps, applied by the runtime. The bundle is written into a temporary
+directory beside BUNDLE and renamed into place at the end: a failed import leaves nothing behind.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from omni_vla.runtime.bundle import TensorSpec, artifact_spec, sha256_file, write_json_atomic
+from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest
+from omni_vla_policies.act_model import ActInference
+from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
+from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint
+
+BACKENDS = ("executorch", "mnn")
+SUFFIX = {"executorch": "pte", "mnn": "mnn"}
+
+
+def _affine(a: np.ndarray) -> list[float]:
+    return [float(v) for v in np.asarray(a, np.float32).reshape(-1)]
+
+
+def build_manifest(ck: ActCheckpoint, joint_names: list[str], rate_hz: float, gripper: str | None,
+                   artifacts: dict, checkpoint_dir: Path) -> ChunkManifest:
+    s = ck.shape
+    units = ["m" if n == gripper else "rad" for n in joint_names]
+    inputs = [TensorSpec(name=c, shape=(1, 3, *s.image_hw), dtype="float32") for c in ck.cameras]
+    inputs.append(TensorSpec(name="state", shape=(1, s.state_dim), dtype="float32"))
+    norm = {k: {"subtract": _affine(a.subtract), "divide": _affine(a.divide)} for k, a in ck.inputs.items()}
+    norm["action"] = {"subtract": _affine(ck.action.subtract), "divide": _affine(ck.action.divide)}
+    return ChunkManifest.model_validate({
+        "format": CHUNK_FORMAT, "kind": "chunk", "policy": "lerobot_act",
+        "source": {"checkpoint": str(checkpoint_dir), "weights_sha256": sha256_file(checkpoint_dir / "model.safetensors"),
+                   "config": ck.config},
+        "control_rate_hz": rate_hz,
+        "cameras": [{"name": c, "height": s.image_hw[0], "width": s.image_hw[1]} for c in ck.cameras],
+        "state": {"joint_names": joint_names, "units": units},
+        "action": {"joint_names": joint_names, "units": units, "space": "absolute", "chunk_length": s.chunk_size,
+                   "execute_steps": ck.n_action_steps, "gripper": gripper},
+        "normalization": norm,
+        "stages": {CHUNK_STAGE: {"inputs": [t.model_dump() for t in inputs],
+                                 "outputs": [{"name": "actions", "shape": (1, s.chunk_size, s.action_dim), "dtype": "float32"}],
+                                 "artifacts": artifacts}},
+        "versions": versions(),
+    })
+
+
+def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
+               gripper: str | None = None, backends: tuple[str, ...] = BACKENDS) -> ChunkManifest:
+    """Convert; `out` appears only when every artifact and the manifest are written."""
+    src, out = Path(checkpoint_dir), Path(out)
+    ck = read_act_checkpoint(src)
+    s = ck.shape
+    if len(joint_names) != s.state_dim or s.state_dim != s.action_dim:
+        raise CheckpointError(f"{len(joint_names)} joint names for state {s.state_dim} / action {s.action_dim}; "
+                              "expected one name per state and action element (absolute joint positions)")
+    if gripper is not None and gripper not in joint_names:
+        raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
+    if out.exists():
+        raise CheckpointError(f"{out} exists; expected a new bundle directory")
+    args = tuple(torch.zeros(1, 3, *s.image_hw) for _ in ck.cameras) + (torch.zeros(1, s.state_dim),)
+    names = [*ck.cameras, "state"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        try:
+            model = ActInference(ck.weights, s).eval()
+        except KeyError as exc:
+            raise CheckpointError(f"{src / 'model.safetensors'} has no tensor {exc}; expected the weights of the "
+                                  "ACT that config.json describes") from exc
+        artifacts = {}
+        with torch.no_grad():
+            for backend in backends:
+                file = f"policy.{SUFFIX[backend]}"
+                if backend == "executorch":
+                    export_pte(model, args, tmp / file)
+                else:
+                    export_onnx(model, args, names, ["actions"], tmp / "policy.onnx")
+                    convert_mnn(tmp / "policy.onnx", tmp / file)
+                    (tmp / "policy.onnx").unlink()
+                artifacts[backend] = artifact_spec(tmp, file).model_dump()
+        manifest = build_manifest(ck, joint_names, rate_hz, gripper, artifacts, src.resolve())
+        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
+        tmp.chmod(0o755)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="omni-vla import", description="Import a policy trained elsewhere as a bundle.")
+    p.add_argument("source", choices=["lerobot"], help="where the checkpoint comes from")
+    p.add_argument("checkpoint", type=Path, help="LeRobot pretrained_model directory (config.json, model.safetensors, processors)")
+    p.add_argument("--out", type=Path, required=True, help="new bundle directory")
+    p.add_argument("--joint-names", required=True, help="comma-separated, in the state/action vector's order")
+    p.add_argument("--rate-hz", type=float, required=True, help="control rate the policy was trained at (dataset fps)")
+    p.add_argument("--gripper", default=None, help="the joint name that is the gripper (units m), if any")
+    p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of executorch,mnn")
+    a = p.parse_args(argv)
+    backends = tuple(b for b in a.backends.split(",") if b)
+    bad = [b for b in backends if b not in BACKENDS]
+    if bad or not backends or a.rate_hz <= 0:
+        p.error(f"--backends {a.backends!r} / --rate-hz {a.rate_hz}: expected a subset of {','.join(BACKENDS)} "
+                "and a positive rate")
+    try:
+        m = import_act(a.checkpoint, a.out, [n for n in a.joint_names.split(",") if n], a.rate_hz, a.gripper, backends)
+    except CheckpointError as exc:
+        print(f"omni-vla import: {exc}", file=sys.stderr)
+        return 2
+    print(f"bundle {a.out}: lerobot_act, cameras {[c.name for c in m.cameras]}, chunk {m.action.chunk_length} x "
+          f"{len(m.action.joint_names)}, backends {sorted(m.stages[CHUNK_STAGE].artifacts)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

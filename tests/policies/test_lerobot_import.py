@@ -1,0 +1,143 @@
+"""A LeRobot ACT checkpoint, written by LeRobot itself in its own venv, imported as a bundle and run on ExecuTorch
+and MNN: the chunk must match LeRobot's own ACTPolicy (preprocessor -> predict_action_chunk -> postprocessor) on
+the same raw inputs to >= 40 dB. Three cameras at a non-square resolution, so nothing assumes front/wrist or 64x64.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lerobot_env import run_reference
+from safetensors.numpy import load_file, save_file
+
+from omni_vla.inference.client import open_chunk_runtime
+from omni_vla.runtime.chunk import read_chunk_manifest
+from omni_vla_policies.lerobot_checkpoint import CheckpointError
+from omni_vla_policies.lerobot_import import import_act
+
+CAMERAS = ["front", "wrist", "side"]
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+SPEC = {"seed": 3, "cameras": CAMERAS, "image_size": [48, 64], "state_dim": 8, "action_dim": 8,
+        "act": {"chunk_size": 12, "n_action_steps": 8, "dim_model": 64, "n_heads": 4, "dim_feedforward": 128,
+                "n_encoder_layers": 2, "n_decoder_layers": 1, "use_vae": True, "latent_dim": 8,
+                "n_vae_encoder_layers": 1}}
+N_OBS = 6
+PARITY_DB = 40.0
+
+
+def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((got - ref).astype(np.float64) ** 2)))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What `lerobot-train` writes as pretrained_model/, made by LeRobot's own save_pretrained calls."""
+    root = tmp_path_factory.mktemp("lerobot")
+    spec = root / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    run_reference("checkpoint", str(root / "pretrained_model"), str(spec))
+    return root / "pretrained_model"
+
+
+@pytest.fixture(scope="module")
+def reference(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Raw observations and LeRobot's chunks for them."""
+    root = tmp_path_factory.mktemp("lerobot_io")
+    rng = np.random.default_rng(11)
+    obs = {f"observation.images.{c}": rng.uniform(0, 1, (N_OBS, 3, 48, 64)).astype(np.float32) for c in CAMERAS}
+    obs["observation.state"] = rng.normal(0, 0.6, (N_OBS, 8)).astype(np.float32)
+    np.savez(root / "in.npz", **obs)
+    run_reference("infer", str(checkpoint), str(root / "in.npz"), str(root / "out.npz"))
+    return obs, np.load(root / "out.npz")["actions"]
+
+
+@pytest.fixture(scope="module")
+def bundle(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bundles") / "act"
+    import_act(checkpoint, out, JOINTS, 30.0, gripper="panda_finger_joint1")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["executorch", "mnn"])
+def test_imported_act_matches_lerobots_own_actpolicy_on_the_same_raw_inputs(
+        bundle: Path, reference: tuple[dict[str, np.ndarray], np.ndarray], backend: str) -> None:
+    obs, want = reference
+    rt = open_chunk_runtime(backend, bundle)
+    assert rt.cameras == CAMERAS and rt.chunk_length == 12 and rt.joint_names == JOINTS
+    got = np.zeros_like(want)
+    for i in range(N_OBS):
+        images = {c: np.ascontiguousarray(obs[f"observation.images.{c}"][i:i + 1]) for c in CAMERAS}
+        rt.infer(images, np.ascontiguousarray(obs["observation.state"][i:i + 1]), got[i])
+    rt.close()
+    db = snr_db(want, got)
+    print(f"\nparity {backend} vs LeRobot 0.4.4 ACTPolicy: {db:.1f} dB over {N_OBS} observations x 12 x 8")
+    assert db >= PARITY_DB, f"{backend}: {db:.1f} dB"
+
+
+@pytest.mark.slow
+def test_manifest_describes_cameras_state_action_and_the_runtime_applied_normalisation(
+        bundle: Path, checkpoint: Path) -> None:
+    m = read_chunk_manifest(bundle)
+    assert [(c.name, c.height, c.width) for c in m.cameras] == [(c, 48, 64) for c in CAMERAS]
+    assert m.action.chunk_length == 12 and m.action.execute_steps == 8 and m.action.gripper == "panda_finger_joint1"
+    assert m.action.units == ["rad"] * 7 + ["m"] and m.control_rate_hz == 30.0
+    stats = load_file(str(checkpoint / "policy_preprocessor_step_3_normalizer_processor.safetensors"))
+    np.testing.assert_allclose(m.normalization["state"].subtract, stats["observation.state.mean"], rtol=1e-6)
+    np.testing.assert_allclose(m.normalization["action"].divide, stats["action.std"], rtol=1e-6)
+    assert sorted(m.stages["policy"].artifacts) == ["executorch", "mnn"]
+
+
+def _copy(checkpoint: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "ck"
+    shutil.copytree(checkpoint, dst)
+    return dst
+
+
+@pytest.mark.slow
+def test_unsupported_or_broken_checkpoints_are_refused_naming_the_problem(checkpoint: Path, tmp_path: Path) -> None:
+    ck = _copy(checkpoint, tmp_path)
+    cfg = json.loads((ck / "config.json").read_text())
+    cases = [
+        ({**cfg, "type": "diffusion"}, "policy type 'diffusion', expected 'act'"),
+        ({**cfg, "vision_backbone": "resnet50"}, "vision_backbone 'resnet50'"),
+        ({**cfg, "replace_final_stride_with_dilation": True}, "replace_final_stride_with_dilation"),
+    ]
+    for bad, message in cases:
+        (ck / "config.json").write_text(json.dumps(bad))
+        with pytest.raises(CheckpointError, match=message):
+            import_act(ck, tmp_path / "out", JOINTS, 30.0)
+    (ck / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="7 joint names for state 8"):
+        import_act(ck, tmp_path / "out", JOINTS[:7], 30.0)
+    with pytest.raises(CheckpointError, match="gripper 'hand'"):
+        import_act(ck, tmp_path / "out", JOINTS, 30.0, gripper="hand")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_failed_import_leaves_no_bundle_and_no_temporary_directory(checkpoint: Path, tmp_path: Path) -> None:
+    ck = _copy(checkpoint, tmp_path)
+    weights = load_file(str(ck / "model.safetensors"))
+    del weights["model.action_head.weight"]
+    save_file(weights, str(ck / "model.safetensors"))
+    out_root = tmp_path / "bundles"
+    out_root.mkdir()
+    with pytest.raises(CheckpointError, match="no tensor 'model.action_head.weight'"):
+        import_act(ck, out_root / "act", JOINTS, 30.0)
+    assert list(out_root.iterdir()) == []
+
+
+def test_the_cli_names_a_missing_checkpoint_in_one_line(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "import", "lerobot", str(tmp_path / "nope"),
+                          "--out", str(tmp_path / "b"), "--joint-names", "a,b", "--rate-hz", "30"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(tmp_path / "nope" / "config.json") in lines[0] and "Traceback" not in out.stderr
+    assert not (tmp_path / "b").exists()

@@ -1,0 +1,57 @@
+"""LeRobot in its own virtual environment, built once per requirements file (a test fixture, like a dataset).
+
+The project never imports LeRobot; tests run LeRobot's own code in this interpreter through
+tests/support/lerobot_reference.py and compare saved outputs.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REQUIREMENTS = HERE / "lerobot_requirements.txt"
+REFERENCE = HERE / "lerobot_reference.py"
+CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla"))
+
+
+def _pip(python: Path, *args: str) -> None:
+    out = subprocess.run([str(python), "-m", "pip", "install", "-q", *args], capture_output=True, text=True,
+                         timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(args)} failed in LeRobot's venv:\n{out.stderr[-3000:]}")
+
+
+def lerobot_python() -> Path:
+    """The interpreter of LeRobot's venv, building it (minutes, once) when the requirements changed."""
+    text = REQUIREMENTS.read_text()
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    venv = CACHE / f"lerobot-{key}"
+    python = venv / "bin" / "python"
+    stamp = venv / ".omni_vla-ready"
+    if stamp.is_file():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
+    pins = [ln for ln in lines if ln]
+    torch_pins = [p for p in pins if p.startswith(("torch==", "torchvision=="))]
+    no_deps = [p.replace("--no-deps", "").strip() for p in pins if "--no-deps" in p]
+    rest = [p for p in pins if p not in torch_pins and "--no-deps" not in p]
+    _pip(python, *torch_pins)
+    _pip(python, "--no-deps", *no_deps)
+    _pip(python, *rest)
+    stamp.write_text(text)
+    return python
+
+
+def run_reference(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """tests/support/lerobot_reference.py in LeRobot's venv; raises with its stderr on failure."""
+    out = subprocess.run([str(lerobot_python()), str(REFERENCE), *args], capture_output=True, text=True,
+                         timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if out.returncode != 0:
+        raise RuntimeError(f"LeRobot reference {args[0]} failed:\n{out.stderr[-3000:]}")
+    return out
