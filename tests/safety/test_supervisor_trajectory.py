@@ -111,6 +111,7 @@ def test_a_new_proposal_keeps_earlier_rows_and_replaces_later_ones() -> None:
     assert rig.propose([(0.15, new)], stamp=t0)  # from 0.15 s on: `replaced` is gone, `first`, `second` stay
     path = rig.sup.reference.path
     assert path is not None and [p[0] for _, p in path[1:]] == [0.01, 0.02, 0.03]
+    assert rig.sup.target == new  # the rows end at the last one: what a watchdog-free stream comes to rest at
     rig.tick(40)
     assert rig.robot[0] == pytest.approx(0.03, abs=1e-9)
     assert max(out[0] for _, out in rig.outputs) < 0.03 + 1e-3  # the rows stop at once: braked, a little past
