@@ -19,6 +19,7 @@ from omni_vla.tools.errors import USER_EXIT, UsageError, one_line, report
 VERBS: dict[str, tuple[str, str]] = {
     "demo": ("omni_vla_sim.demo", "main"),
     "collect": ("omni_vla_sim.collect", "main"),
+    "dataset": ("omni_vla_sim.lerobot_dataset", "main"),
     "train": ("omni_vla_policies.train", "main"),
     "average": ("omni_vla_policies.average", "main"),
     "export": ("omni_vla_policies.export", "main"),
