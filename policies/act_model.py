@@ -26,6 +26,7 @@ class ActShape:
     cameras: int
     image_hw: tuple[int, int]
     state_dim: int
+    env_dim: int  # observation.environment_state size; 0: none (its token is absent)
     action_dim: int
     chunk_size: int
     dim_model: int
@@ -181,7 +182,8 @@ def sinusoid_2d(dim_model: int, h: int, w: int) -> Tensor:
 
 
 class ActInference(nn.Module):
-    """(camera images..., state), normalised -> action chunk [1, chunk_size, action_dim], normalised."""
+    """(camera images..., state[, environment state]), normalised -> action chunk [1, chunk_size, action_dim],
+    normalised. Token order as LeRobot's: latent, state, environment state, then each camera's pixels."""
 
     def __init__(self, weights: dict[str, np.ndarray], s: ActShape, prefix: str = "model") -> None:
         super().__init__()
@@ -195,6 +197,7 @@ class ActInference(nn.Module):
         self.img_proj.weight.data = torch.from_numpy(proj)
         self.img_proj.bias.data = torch.from_numpy(weights[f"{p}.encoder_img_feat_input_proj.bias"])
         self.state_proj = _linear(weights, f"{p}.encoder_robot_state_input_proj")
+        self.env_proj = _linear(weights, f"{p}.encoder_env_state_input_proj") if s.env_dim else None
         # The latent is zero at inference: its token is the projection's bias.
         self.register_buffer("latent_token", torch.from_numpy(weights[f"{p}.encoder_latent_input_proj.bias"])[None, None])
         self.register_buffer("pos_1d", torch.from_numpy(weights[f"{p}.encoder_1d_feature_pos_embed.weight"])[None])
@@ -210,11 +213,14 @@ class ActInference(nn.Module):
         self.head = _linear(weights, f"{p}.action_head")
 
     def forward(self, *inputs: Tensor) -> Tensor:
-        *images, state = inputs
+        images, state = inputs[:self.shape.cameras], inputs[self.shape.cameras]
+        tokens = [self.latent_token, self.state_proj(state)[:, None]]
+        if self.env_proj is not None:
+            tokens.append(self.env_proj(inputs[self.shape.cameras + 1])[:, None])
         # The cameras share the backbone: one batched pass (MNN would otherwise store its weights per camera).
         f = self.img_proj(self.backbone(torch.cat(images, dim=0)))  # [cameras, D, h, w]
-        pixels = f.flatten(2).transpose(1, 2).reshape(1, -1, f.shape[1])  # camera by camera, row-major pixels
-        x = torch.cat([self.latent_token, self.state_proj(state)[:, None], pixels], dim=1)
+        tokens.append(f.flatten(2).transpose(1, 2).reshape(1, -1, f.shape[1]))  # camera by camera, row-major
+        x = torch.cat(tokens, dim=1)
         memory_pos = torch.cat([self.pos_1d] + [self.pos_cam] * len(images), dim=1)
         for layer in self.encoder:
             x = layer(x, memory_pos)

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 from omni_vla_policies.act_model import RESNET_BLOCKS, ActShape
 
 CAMERA_PREFIX = "observation.images."
-STATE_KEY, ACTION_KEY = "observation.state", "action"
+STATE_KEY, ENV_KEY, ACTION_KEY = "observation.state", "observation.environment_state", "action"
 
 
 class CheckpointError(ValueError):
@@ -38,7 +38,7 @@ class ActCheckpoint:
     shape: ActShape
     cameras: list[str]  # LeRobot's camera names, in the model's token order
     weights: dict[str, np.ndarray]
-    inputs: dict[str, Affine]  # camera name or "state"
+    inputs: dict[str, Affine]  # camera name, "state", and "environment_state" when the policy has one
     action: Affine  # the postprocessor's inverse map
     n_action_steps: int
     config: dict
@@ -88,8 +88,6 @@ def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
     cameras = [k[len(CAMERA_PREFIX):] for k in feats if k.startswith(CAMERA_PREFIX)]
     if not cameras:
         raise CheckpointError(f"{d / 'config.json'}: no observation.images.* input; expected at least one camera")
-    if "observation.environment_state" in feats:
-        raise CheckpointError("observation.environment_state inputs are not supported; expected cameras and a state")
     if STATE_KEY not in feats:
         raise CheckpointError(f"{d / 'config.json'}: no {STATE_KEY} input; expected the robot's joint state")
     hw = {tuple(feats[CAMERA_PREFIX + c]["shape"][1:]) for c in cameras}
@@ -102,6 +100,7 @@ def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
         raise CheckpointError(f"vision_backbone {cfg.get('vision_backbone')!r}: expected one of {sorted(RESNET_BLOCKS)}")
     shape = ActShape(
         cameras=len(cameras), image_hw=tuple(hw.pop()), state_dim=feats[STATE_KEY]["shape"][0],
+        env_dim=feats[ENV_KEY]["shape"][0] if ENV_KEY in feats else 0,
         action_dim=cfg["output_features"][ACTION_KEY]["shape"][0], chunk_size=cfg["chunk_size"],
         dim_model=cfg["dim_model"], n_heads=cfg["n_heads"], n_encoder_layers=cfg["n_encoder_layers"],
         n_decoder_layers=cfg["n_decoder_layers"], pre_norm=cfg["pre_norm"],
@@ -114,6 +113,8 @@ def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
     post_cfg, post_stats = _normalizer(d, "policy_postprocessor", "unnormalizer_processor")
     inputs = {c: _affine(CAMERA_PREFIX + c, "VISUAL", pre_cfg, pre_stats, False) for c in cameras}
     inputs["state"] = _affine(STATE_KEY, "STATE", pre_cfg, pre_stats, False)
+    if ENV_KEY in feats:
+        inputs["environment_state"] = _affine(ENV_KEY, "ENV", pre_cfg, pre_stats, False)
     return ActCheckpoint(shape=shape, cameras=cameras, weights=weights, inputs=inputs,
                          action=_affine(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
                          n_action_steps=int(cfg.get("n_action_steps", cfg["chunk_size"])), config=cfg)

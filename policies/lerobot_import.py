@@ -8,6 +8,7 @@ directory beside BUNDLE and renamed into place at the end: a failed import leave
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -30,12 +31,34 @@ def _affine(a: np.ndarray) -> list[float]:
     return [float(v) for v in np.asarray(a, np.float32).reshape(-1)]
 
 
+def read_instructions(path: Path | None, env_dim: int) -> dict | None:
+    """The instruction table of a policy conditioned through observation.environment_state:
+    {"names": [...], "table": {instruction text: vector}} (the dataset converter writes one)."""
+    if env_dim == 0:
+        if path is not None:
+            raise CheckpointError(f"--instructions {path}: the checkpoint has no observation.environment_state input")
+        return None
+    if path is None:
+        raise CheckpointError(f"the checkpoint takes a {env_dim}-value observation.environment_state; expected "
+                              "--instructions FILE.json mapping each instruction to its vector")
+    try:
+        spec = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"--instructions {path}: {exc}") from exc
+    if not isinstance(spec, dict) or len(spec.get("names", [])) != env_dim or not spec.get("table"):
+        raise CheckpointError(f"--instructions {path}: expected {{\"names\": [{env_dim} names], \"table\": "
+                              "{text: vector}}")
+    return {"names": spec["names"], "table": spec["table"]}
+
+
 def build_manifest(ck: ActCheckpoint, joint_names: list[str], rate_hz: float, gripper: str | None,
-                   artifacts: dict, checkpoint_dir: Path) -> ChunkManifest:
+                   artifacts: dict, checkpoint_dir: Path, instructions: dict | None = None) -> ChunkManifest:
     s = ck.shape
     units = ["m" if n == gripper else "rad" for n in joint_names]
     inputs = [TensorSpec(name=c, shape=(1, 3, *s.image_hw), dtype="float32") for c in ck.cameras]
     inputs.append(TensorSpec(name="state", shape=(1, s.state_dim), dtype="float32"))
+    if s.env_dim:
+        inputs.append(TensorSpec(name="environment_state", shape=(1, s.env_dim), dtype="float32"))
     norm = {k: {"subtract": _affine(a.subtract), "divide": _affine(a.divide)} for k, a in ck.inputs.items()}
     norm["action"] = {"subtract": _affine(ck.action.subtract), "divide": _affine(ck.action.divide)}
     return ChunkManifest.model_validate({
@@ -47,6 +70,7 @@ def build_manifest(ck: ActCheckpoint, joint_names: list[str], rate_hz: float, gr
         "state": {"joint_names": joint_names, "units": units},
         "action": {"joint_names": joint_names, "units": units, "space": "absolute", "chunk_length": s.chunk_size,
                    "execute_steps": ck.n_action_steps, "gripper": gripper},
+        "instruction_input": instructions,
         "normalization": norm,
         "stages": {CHUNK_STAGE: {"inputs": [t.model_dump() for t in inputs],
                                  "outputs": [{"name": "actions", "shape": (1, s.chunk_size, s.action_dim), "dtype": "float32"}],
@@ -56,7 +80,8 @@ def build_manifest(ck: ActCheckpoint, joint_names: list[str], rate_hz: float, gr
 
 
 def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
-               gripper: str | None = None, backends: tuple[str, ...] = BACKENDS) -> ChunkManifest:
+               gripper: str | None = None, backends: tuple[str, ...] = BACKENDS,
+               instructions: Path | None = None) -> ChunkManifest:
     """Convert; `out` appears only when every artifact and the manifest are written."""
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_act_checkpoint(src)
@@ -68,8 +93,11 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
         raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
     if out.exists():
         raise CheckpointError(f"{out} exists; expected a new bundle directory")
+    table = read_instructions(instructions, s.env_dim)
     args = tuple(torch.zeros(1, 3, *s.image_hw) for _ in ck.cameras) + (torch.zeros(1, s.state_dim),)
     names = [*ck.cameras, "state"]
+    if s.env_dim:
+        args, names = args + (torch.zeros(1, s.env_dim),), names + ["environment_state"]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -89,7 +117,7 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
                     convert_mnn(tmp / "policy.onnx", tmp / file)
                     (tmp / "policy.onnx").unlink()
                 artifacts[backend] = artifact_spec(tmp, file).model_dump()
-        manifest = build_manifest(ck, joint_names, rate_hz, gripper, artifacts, src.resolve())
+        manifest = build_manifest(ck, joint_names, rate_hz, gripper, artifacts, src.resolve(), table)
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
         tmp.chmod(0o755)
         tmp.rename(out)
@@ -108,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate-hz", type=float, required=True, help="control rate the policy was trained at (dataset fps)")
     p.add_argument("--gripper", default=None, help="the joint name that is the gripper (units m), if any")
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of executorch,mnn")
+    p.add_argument("--instructions", type=Path, default=None,
+                   help="JSON {names, table: {instruction: vector}} for a policy conditioned on environment_state")
     a = p.parse_args(argv)
     backends = tuple(b for b in a.backends.split(",") if b)
     bad = [b for b in backends if b not in BACKENDS]
@@ -115,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--backends {a.backends!r} / --rate-hz {a.rate_hz}: expected a subset of {','.join(BACKENDS)} "
                 "and a positive rate")
     try:
-        m = import_act(a.checkpoint, a.out, [n for n in a.joint_names.split(",") if n], a.rate_hz, a.gripper, backends)
+        m = import_act(a.checkpoint, a.out, [n for n in a.joint_names.split(",") if n], a.rate_hz, a.gripper, backends,
+                       a.instructions)
     except CheckpointError as exc:
         print(f"omni-vla import: {exc}", file=sys.stderr)
         return 2

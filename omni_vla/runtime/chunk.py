@@ -57,9 +57,25 @@ class ChunkRuntime:
 
         self._norm = [affine(c, (-1, 1, 1)) for c in self.cameras] + [affine("state", (-1,))]
         self._act_sub, self._act_div = affine("action", (-1,))
+        cond = m.instruction_input
+        self.condition_dim = len(cond.names) if cond else 0
+        # Conditioning vectors normalised once, here: set_instruction only copies one into the input buffer.
+        self._table = {} if cond is None else {text: (np.asarray(v, np.float32) - affine(cond.input, (-1,))[0])
+                                               / affine(cond.input, (-1,))[1] for text, v in cond.table.items()}
+        self.instruction = ""
         self._run = load_program(path, stage, self._in, num_threads)
         if warmup:
             self._run()
+
+    def set_instruction(self, text: str) -> None:
+        """Select the conditioning vector (policies with an instruction_input); unknown text is refused."""
+        if not self._table:
+            self.instruction = text  # the policy takes no instruction: any text runs the same network
+            return
+        if text not in self._table:
+            raise KeyError(f"instruction {text!r} is not in the bundle's table; expected one of {sorted(self._table)}")
+        self._in[-1][0] = self._table[text]
+        self.instruction = text
 
     def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, out: np.ndarray) -> None:
         """images: camera name -> float32 [1, 3, H, W] in [0, 1]; state float32 [1, S] raw; out float32 [H, D]."""
@@ -69,6 +85,8 @@ class ChunkRuntime:
             check_array(name, images[name], self._shapes[name])
         check_array("state", state, self._shapes["state"])
         check_array("out", out, (self.chunk_length, self.action_dim))
+        if self._table and not self.instruction:
+            raise ValueError("no instruction set: this policy is conditioned on one (set_instruction first)")
         for buf, x, (sub, div) in zip(self._in, [*(images[c] for c in self.cameras), state], self._norm):
             np.subtract(x, sub, out=buf)
             np.divide(buf, div, out=buf)

@@ -51,6 +51,15 @@ class AffineSpec(_Strict):
     divide: list[float] = Field(min_length=1)
 
 
+class InstructionInputSpec(_Strict):
+    """For a policy without a language model (ACT): the instruction selects its conditioning vector by exact text,
+    fed as the `environment_state` input. An instruction not in the table is refused, never guessed."""
+
+    input: Literal["environment_state"] = "environment_state"
+    names: list[str] = Field(min_length=1, description="what each element of the vector means (e.g. task names)")
+    table: dict[str, list[float]] = Field(min_length=1, description="instruction text -> vector")
+
+
 class ChunkStageSpec(_Strict):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
@@ -66,7 +75,9 @@ class ChunkManifest(_Strict):
     cameras: list[CameraSpec] = Field(min_length=1)
     state: StateSpec
     action: ActionSpec
-    normalization: dict[str, AffineSpec] = Field(description="one per camera name, 'state' and 'action'")
+    instruction_input: InstructionInputSpec | None = None
+    normalization: dict[str, AffineSpec] = Field(
+        description="one per camera name, 'state', 'action' (and 'environment_state' with an instruction_input)")
     stages: dict[str, ChunkStageSpec]
     versions: dict[str, str]
 
@@ -82,11 +93,17 @@ class ChunkManifest(_Strict):
             raise ValueError(f"action.gripper {self.action.gripper!r} is not one of action.joint_names")
         if self.action.execute_steps > self.action.chunk_length:
             raise ValueError(f"action.execute_steps {self.action.execute_steps} > chunk_length {self.action.chunk_length}")
-        want_norm = {*names, "state", "action"}
+        cond = self.instruction_input
+        want_norm = {*names, "state", "action"} | ({cond.input} if cond else set())
         if set(self.normalization) != want_norm:
             raise ValueError(f"normalization keys {sorted(self.normalization)}, expected {sorted(want_norm)}")
         sizes = {**{c.name: 3 for c in self.cameras}, "state": len(self.state.joint_names),
                  "action": len(self.action.joint_names)}
+        if cond is not None:
+            sizes[cond.input] = len(cond.names)
+            bad = {t: len(v) for t, v in cond.table.items() if len(v) != len(cond.names)}
+            if bad:
+                raise ValueError(f"instruction_input.table vectors must have {len(cond.names)} values, got {bad}")
         for key, aff in self.normalization.items():
             for field in ("subtract", "divide"):
                 n = len(getattr(aff, field))
@@ -99,9 +116,11 @@ class ChunkManifest(_Strict):
         stage = self.stages[CHUNK_STAGE]
         want = [(c.name, (1, 3, c.height, c.width)) for c in self.cameras]
         want.append(("state", (1, len(self.state.joint_names))))
+        if cond is not None:
+            want.append((cond.input, (1, len(cond.names))))
         got = [(t.name, t.shape) for t in stage.inputs]
         if got != want:
-            raise ValueError(f"stage {CHUNK_STAGE} inputs {got}, expected {want} (cameras in order, then state)")
+            raise ValueError(f"stage {CHUNK_STAGE} inputs {got}, expected {want} (cameras in order, state, conditioning)")
         out = (1, self.action.chunk_length, len(self.action.joint_names))
         if [t.shape for t in stage.outputs] != [out]:
             raise ValueError(f"stage {CHUNK_STAGE} outputs {[t.shape for t in stage.outputs]}, expected [{out}]")

@@ -26,6 +26,11 @@ SPEC = {"seed": 3, "cameras": CAMERAS, "image_size": [48, 64], "state_dim": 8, "
         "act": {"chunk_size": 12, "n_action_steps": 8, "dim_model": 64, "n_heads": 4, "dim_feedforward": 128,
                 "n_encoder_layers": 2, "n_decoder_layers": 1, "use_vae": True, "latent_dim": 8,
                 "n_vae_encoder_layers": 1}}
+# Conditioned like the four-task ACT: the instruction selects a one-hot environment_state; state MIN_MAX-normalised.
+TASKS = ["pick_red", "place_blue_on_green", "stack_red_on_blue", "touch_yellow"]
+SPEC_ENV = {**SPEC, "seed": 5, "cameras": ["front", "wrist"], "image_size": [64, 64], "env_dim": 4,
+            "norm": {"VISUAL": "MEAN_STD", "STATE": "MIN_MAX", "ENV": "MEAN_STD", "ACTION": "MEAN_STD"}}
+INSTRUCTIONS = {"names": TASKS, "table": {f"do {t}": [float(i == j) for j in range(4)] for i, t in enumerate(TASKS)}}
 N_OBS = 6
 PARITY_DB = 40.0
 
@@ -34,26 +39,40 @@ def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((got - ref).astype(np.float64) ** 2)))
 
 
+def _lerobot_checkpoint(root: Path, spec: dict) -> Path:
+    """What `lerobot-train` writes as pretrained_model/, made by LeRobot's own save_pretrained calls."""
+    (root / "spec.json").write_text(json.dumps(spec))
+    run_reference("checkpoint", str(root / "pretrained_model"), str(root / "spec.json"))
+    return root / "pretrained_model"
+
+
+def _lerobot_chunks(checkpoint: Path, root: Path, spec: dict, obs: dict[str, np.ndarray]) -> np.ndarray:
+    """LeRobot's chunks (preprocessor -> ACTPolicy.predict_action_chunk -> postprocessor) for raw `obs`."""
+    np.savez(root / "in.npz", **obs)
+    run_reference("infer", str(checkpoint), str(root / "in.npz"), str(root / "out.npz"))
+    return np.load(root / "out.npz")["actions"]
+
+
+def _observations(spec: dict, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    obs = {f"observation.images.{c}": rng.uniform(0, 1, (N_OBS, 3, *spec["image_size"])).astype(np.float32)
+           for c in spec["cameras"]}
+    obs["observation.state"] = rng.normal(0, 0.6, (N_OBS, 8)).astype(np.float32)
+    if spec.get("env_dim"):
+        obs["observation.environment_state"] = np.eye(4, dtype=np.float32)[np.arange(N_OBS) % 4]
+    return obs
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What `lerobot-train` writes as pretrained_model/, made by LeRobot's own save_pretrained calls."""
-    root = tmp_path_factory.mktemp("lerobot")
-    spec = root / "spec.json"
-    spec.write_text(json.dumps(SPEC))
-    run_reference("checkpoint", str(root / "pretrained_model"), str(spec))
-    return root / "pretrained_model"
+    return _lerobot_checkpoint(tmp_path_factory.mktemp("lerobot"), SPEC)
 
 
 @pytest.fixture(scope="module")
 def reference(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Raw observations and LeRobot's chunks for them."""
-    root = tmp_path_factory.mktemp("lerobot_io")
-    rng = np.random.default_rng(11)
-    obs = {f"observation.images.{c}": rng.uniform(0, 1, (N_OBS, 3, 48, 64)).astype(np.float32) for c in CAMERAS}
-    obs["observation.state"] = rng.normal(0, 0.6, (N_OBS, 8)).astype(np.float32)
-    np.savez(root / "in.npz", **obs)
-    run_reference("infer", str(checkpoint), str(root / "in.npz"), str(root / "out.npz"))
-    return obs, np.load(root / "out.npz")["actions"]
+    obs = _observations(SPEC, 11)
+    return obs, _lerobot_chunks(checkpoint, tmp_path_factory.mktemp("lerobot_io"), SPEC, obs)
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +110,33 @@ def test_manifest_describes_cameras_state_action_and_the_runtime_applied_normali
     np.testing.assert_allclose(m.normalization["state"].subtract, stats["observation.state.mean"], rtol=1e-6)
     np.testing.assert_allclose(m.normalization["action"].divide, stats["action.std"], rtol=1e-6)
     assert sorted(m.stages["policy"].artifacts) == ["executorch", "mnn"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["executorch", "mnn"])
+def test_an_instruction_conditioned_act_matches_lerobot_and_refuses_an_unknown_instruction(
+        tmp_path_factory: pytest.TempPathFactory, backend: str) -> None:
+    root = tmp_path_factory.mktemp(f"lerobot_env_{backend}")
+    ck = _lerobot_checkpoint(root, SPEC_ENV)
+    obs = _observations(SPEC_ENV, 12)
+    want = _lerobot_chunks(ck, root, SPEC_ENV, obs)
+    (root / "instructions.json").write_text(json.dumps(INSTRUCTIONS))
+    import_act(ck, root / "bundle", JOINTS, 20.0, backends=(backend,), instructions=root / "instructions.json")
+    rt = open_chunk_runtime(backend, root / "bundle")
+    got = np.zeros_like(want)
+    with pytest.raises(ValueError, match="no instruction set"):
+        rt.infer({c: np.zeros((1, 3, 64, 64), np.float32) for c in rt.cameras}, np.zeros((1, 8), np.float32), got[0])
+    with pytest.raises(KeyError, match="'fetch the ball' is not in the bundle's table"):
+        rt.set_instruction("fetch the ball")
+    for i in range(N_OBS):
+        rt.set_instruction(f"do {TASKS[i % 4]}")
+        images = {c: np.ascontiguousarray(obs[f"observation.images.{c}"][i:i + 1]) for c in rt.cameras}
+        rt.infer(images, np.ascontiguousarray(obs["observation.state"][i:i + 1]), got[i])
+    db = snr_db(want, got)
+    print(f"\nparity {backend}, instruction-conditioned, vs LeRobot 0.4.4 ACTPolicy: {db:.1f} dB")
+    assert db >= PARITY_DB, f"{backend}: {db:.1f} dB"
+    with pytest.raises(CheckpointError, match="expected --instructions"):
+        import_act(ck, root / "b2", JOINTS, 20.0, backends=(backend,))
 
 
 def _copy(checkpoint: Path, tmp_path: Path) -> Path:

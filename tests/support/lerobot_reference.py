@@ -20,7 +20,7 @@ import torch
 
 
 def make_checkpoint(out: Path, spec: dict) -> None:
-    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.act.modeling_act import ACTPolicy
     from lerobot.policies.factory import make_pre_post_processors
@@ -30,9 +30,12 @@ def make_checkpoint(out: Path, spec: dict) -> None:
     inputs = {f"observation.images.{c}": PolicyFeature(FeatureType.VISUAL, (3, size[0], size[1]))
               for c in spec["cameras"]}
     inputs["observation.state"] = PolicyFeature(FeatureType.STATE, (spec["state_dim"],))
+    if spec.get("env_dim"):
+        inputs["observation.environment_state"] = PolicyFeature(FeatureType.ENV, (spec["env_dim"],))
     outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
+    extra = {"normalization_mapping": {k: NormalizationMode(v) for k, v in spec["norm"].items()}} if "norm" in spec else {}
     cfg = ACTConfig(input_features=inputs, output_features=outputs, pretrained_backbone_weights=None,
-                    device="cpu", push_to_hub=False, **spec["act"])
+                    device="cpu", push_to_hub=False, **spec["act"], **extra)
     policy = ACTPolicy(cfg)
     with torch.no_grad():  # FrozenBatchNorm2d buffers start at identity: give them real statistics
         for name, buf in policy.named_buffers():
@@ -46,7 +49,9 @@ def make_checkpoint(out: Path, spec: dict) -> None:
         stats[f"observation.images.{c}"] = {
             "mean": torch.tensor(rng.uniform(0.3, 0.6, (3, 1, 1)), dtype=torch.float32),
             "std": torch.tensor(rng.uniform(0.15, 0.3, (3, 1, 1)), dtype=torch.float32)}
-    for key, dim in (("observation.state", spec["state_dim"]), ("action", spec["action_dim"])):
+    dims = [("observation.state", spec["state_dim"]), ("action", spec["action_dim"])]
+    dims += [("observation.environment_state", spec["env_dim"])] if spec.get("env_dim") else []
+    for key, dim in dims:
         stats[key] = {"mean": torch.tensor(rng.normal(0, 0.5, dim), dtype=torch.float32),
                       "std": torch.tensor(rng.uniform(0.05, 0.5, dim), dtype=torch.float32),
                       "min": torch.tensor(rng.uniform(-3, -1, dim), dtype=torch.float32),
