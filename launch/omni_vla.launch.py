@@ -21,6 +21,22 @@ from launch_ros.substitutions import FindPackageShare
 
 from omni_vla.ros.graph import ROBOT_NODES
 
+# Fast DDS (Jazzy's default RMW) announces a new participant 5 times in its first 0.5 s, then every 3 s.
+# Measured on the 2-core development machine, vla_node started next to a node that had just started:
+# in about half of the starts the two found each other only at the 3 s announcement (first proposal at
+# 3.7 s instead of about 1 s). With this profile on vla_node, 6 of 6 starts came up in 0.9-1.6 s. In the
+# whole launch, half still waited while the other side (the test's probe, on a robot its drivers) ran
+# without it; with the profile on every participant 6 of 6 launches gave their first safe command in
+# 1.7-2.7 s. Given to these nodes only, and only when the user has no Fast DDS profile of their own.
+FASTDDS_PROFILE = """<?xml version="1.0" encoding="UTF-8" ?>
+<profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
+  <participant profile_name="omni_vla_quick_discovery" is_default_profile="true">
+    <rtps><builtin><discovery_config>
+      <initialAnnouncements><count>30</count><period><sec>0</sec><nanosec>100000000</nanosec></period></initialAnnouncements>
+    </discovery_config></builtin></rtps>
+  </participant>
+</profiles>
+"""
 LIFECYCLE = {"vla_node"}  # executables that are lifecycle nodes (autostart: configure + activate themselves)
 # Launch argument -> the nodes whose parameter of the same name it sets; empty: the parameter file's value.
 OVERRIDES = {
@@ -65,6 +81,18 @@ def _params_file(config_dir, executable, namespaced):
         return f.name
 
 
+def dds_environment() -> dict:
+    """FASTRTPS_DEFAULT_PROFILES_FILE for the nodes (FASTDDS_PROFILE), unless the user chose a profile or
+    another RMW (the variable means nothing to those)."""
+    if os.environ.get("FASTRTPS_DEFAULT_PROFILES_FILE") or os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE"):
+        return {}
+    if not os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
+        return {}
+    with tempfile.NamedTemporaryFile("w", prefix="omni_vla_fastdds_", suffix=".xml", delete=False) as f:
+        f.write(FASTDDS_PROFILE)
+        return {"FASTRTPS_DEFAULT_PROFILES_FILE": f.name}
+
+
 def node_actions(context, specs):
     """One launch_ros action per graph table entry, with its parameter file and the launch arguments."""
     arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
@@ -74,13 +102,14 @@ def node_actions(context, specs):
     namespace = arg["namespace"]
     namespaced = bool(namespace.strip("/") or (context.launch_configurations.get("ros_namespace") or "").strip("/"))
     actions = []
+    env = dds_environment()
     for spec in specs:
         params = {"use_sim_time": sim_time == "true"}
         params.update({name: ParameterValue(arg[name], value_type=str)
                        for name, nodes in OVERRIDES.items() if spec.executable in nodes and arg[name]})
         kind = LifecycleNode if spec.executable in LIFECYCLE else Node
         actions.append(kind(package="omni_vla", executable=spec.executable, name=spec.executable,
-                            namespace=namespace, output="screen",
+                            namespace=namespace, output="screen", additional_env=env,
                             parameters=[_params_file(arg["config_dir"], spec.executable, namespaced), params]))
     return actions
 

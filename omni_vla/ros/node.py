@@ -11,8 +11,8 @@ and publishes (rclpy publish is thread-safe). Diagnostics go out from an executo
 
 Parameters: one descriptor per VlaNodeConfig field (omni_vla.ros.parameters), read-only except
 LIVE_PARAMETERS, which are read at each use (the next tick, message or diagnostics period); the
-others build the worker, the queue, the scheduler or the subscriptions at configure, so changing
-them means cleanup, set, configure. A parameter name the node does not have (a typo in the params
+others build the worker, the queue, the scheduler or the subscriptions at configure, so they are set
+at start-up (params file, launch arguments, -p) and a change means restarting the node. A parameter name the node does not have (a typo in the params
 file) fails configure naming it; set_parameters is validated by the same pydantic model.
 
 Time: with use_sim_time the loop ticks on ROS time (/clock, polled: a paused simulation pauses the

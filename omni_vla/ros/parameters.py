@@ -58,7 +58,7 @@ def descriptor(name: str, field: FieldInfo, read_only: bool) -> ParameterDescrip
     if get_origin(field.annotation) is Literal:
         constraints.append("one of: " + ", ".join(map(str, get_args(field.annotation))))
     if read_only:
-        constraints.append("read-only: takes effect at configure (cleanup, set, configure)")
+        constraints.append("read-only: set at start-up (params file, launch argument or -p)")
     desc.additional_constraints = "; ".join(constraints)
     lo = bounds.get("gt", bounds.get("ge", -math.inf))
     hi = bounds.get("lt", bounds.get("le", math.inf))
