@@ -19,7 +19,9 @@ Time: with use_sim_time the loop ticks on ROS time (/clock, polled: a paused sim
 loop) and staleness is judged on it; without it, ticks are on the monotonic clock. Either way an
 observation's age is taken from its header.stamp against this node's ROS clock (transport time
 counts), and a zero or future stamp (clock skew beyond max_future_stamp_s) falls back to arrival
-time, counted in diagnostics. The core only sees seconds and clock callables.
+time, counted in diagnostics. The core only sees seconds and clock callables. Not handled: ROS time
+jumping back (a simulation reset) holds the loop until time passes its last deadline, and inference
+latency (hence the RTC delay in ticks) is measured in wall time.
 
 Diagnostics levels (diagnostic_msgs): OK commanding (or inactive by lifecycle); WARN waiting for
 first data/instruction/chunk, or data stopped arriving (STALE state: the node itself is alive, so
