@@ -54,6 +54,9 @@ THIRD_PARTY_FORBIDDEN: dict[str, set[str]] = {
     "omni_vla.inference": TORCH | ROS | {"mujoco"},
     "omni_vla.runtime": ROS | {"mujoco"},
     "omni_vla.tools": TORCH | {"mujoco"},
+    # LeRobot runs only in its own venv (tests/support/lerobot_env.py): nothing of the project imports it, the
+    # importer included (it reads checkpoints as files).
+    **{package: {"lerobot"} for package in ("omni_vla", "omni_vla_safety", "omni_vla_sim", "omni_vla_policies")},
 }
 # The torch backend of the robot runtime is its ExecuTorch module, and only it.
 TORCH_ONLY_IN = {"omni_vla.runtime": "omni_vla.runtime.executorch"}
@@ -312,6 +315,8 @@ def _fake(module: str, source: str) -> list[Imp]:
     ("omni_vla.cloud.x", "from ..runtime import bundle\n", "omni_vla.runtime.bundle (layer 1) from layer 2"),
     ("omni_vla.core.x", "import omni_vla_safety.supervisor\n", "never calls the supervisor in-process"),
     ("omni_vla.ros.x", "def f():\n    import torch  # optional: no\n", "forbidden in omni_vla.ros"),
+    ("omni_vla_policies.x", "from lerobot.policies.act.modeling_act import ACTPolicy\n", "forbidden in omni_vla_policies"),
+    ("omni_vla.runtime.x", "import lerobot\n", "forbidden in omni_vla"),
 ])
 def test_the_layer_check_fails_on_an_injected_violation(module: str, source: str, expected: str) -> None:
     bad = _violations(_fake(module, source))

@@ -21,6 +21,7 @@ import numpy as np
 from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
 from omni_vla.runtime.chunk import ChunkRuntime
+from omni_vla.runtime.chunk_loop import ChunkLoopRuntime, is_chunk_bundle
 
 __all__ = ["ChunkResult", "InferenceClient", "RuntimeInputs", "SyncInference", "open_runtime"]
 
@@ -35,15 +36,17 @@ _BACKENDS = {"mnn": ("omni_vla.runtime.mnn", "MNNRuntime"), "executorch": ("omni
              "torch": ("omni_vla_policies.torch_runtime", "TorchRuntime")}
 
 
+_CHUNK_BACKENDS = {"mnn": "omni_vla.runtime.mnn", "executorch": "omni_vla.runtime.executorch"}
+
+
 def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
     """Load and warm a bundle on `backend`; imported lazily, because ExecuTorch's runtime imports torch."""
     if backend not in _BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(_BACKENDS)}")
+    if backend in _CHUNK_BACKENDS and is_chunk_bundle(bundle_dir):  # an imported single-pass policy (format 3)
+        return ChunkLoopRuntime(open_chunk_runtime(backend, bundle_dir, threads))
     module, cls = _BACKENDS[backend]
     return getattr(importlib.import_module(module), cls)(Path(bundle_dir), num_threads=threads)
-
-
-_CHUNK_BACKENDS = {"mnn": "omni_vla.runtime.mnn", "executorch": "omni_vla.runtime.executorch"}
 
 
 def open_chunk_runtime(backend: str, bundle_dir: str | Path, threads: int = 1) -> ChunkRuntime:

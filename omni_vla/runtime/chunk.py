@@ -59,35 +59,39 @@ class ChunkRuntime:
         self._act_sub, self._act_div = affine("action", (-1,))
         cond = m.instruction_input
         self.condition_dim = len(cond.names) if cond else 0
-        # Conditioning vectors normalised once, here: set_instruction only copies one into the input buffer.
-        self._table = {} if cond is None else {text: (np.asarray(v, np.float32) - affine(cond.input, (-1,))[0])
-                                               / affine(cond.input, (-1,))[1] for text, v in cond.table.items()}
-        self.instruction = ""
+        self._table = {} if cond is None else {t: np.asarray(v, np.float32) for t, v in cond.table.items()}
+        if cond is not None:
+            self._norm.append(affine(cond.input, (-1,)))
         self._run = load_program(path, stage, self._in, num_threads)
         if warmup:
             self._run()
 
-    def set_instruction(self, text: str) -> None:
-        """Select the conditioning vector (policies with an instruction_input); unknown text is refused."""
+    def condition_for(self, text: str) -> np.ndarray:
+        """The raw conditioning vector [n] of an instruction (policies with an instruction_input); unknown text is
+        refused, never guessed. Without an instruction_input the policy ignores language: an empty vector."""
         if not self._table:
-            self.instruction = text  # the policy takes no instruction: any text runs the same network
-            return
+            return np.zeros(0, np.float32)
         if text not in self._table:
             raise KeyError(f"instruction {text!r} is not in the bundle's table; expected one of {sorted(self._table)}")
-        self._in[-1][0] = self._table[text]
-        self.instruction = text
+        return self._table[text].copy()
 
-    def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, out: np.ndarray) -> None:
-        """images: camera name -> float32 [1, 3, H, W] in [0, 1]; state float32 [1, S] raw; out float32 [H, D]."""
-        for i, name in enumerate(self.cameras):
+    def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, out: np.ndarray,
+              condition: np.ndarray | None = None) -> None:
+        """images: camera name -> float32 [1, 3, H, W] in [0, 1]; state float32 [1, S] raw; condition float32 [1, n]
+        raw (from condition_for; required iff the bundle has an instruction_input); out float32 [H, D] raw."""
+        for name in self.cameras:
             if name not in images:
                 raise ValueError(f"no image for camera {name!r}; the bundle expects {self.cameras}")
             check_array(name, images[name], self._shapes[name])
         check_array("state", state, self._shapes["state"])
         check_array("out", out, (self.chunk_length, self.action_dim))
-        if self._table and not self.instruction:
-            raise ValueError("no instruction set: this policy is conditioned on one (set_instruction first)")
-        for buf, x, (sub, div) in zip(self._in, [*(images[c] for c in self.cameras), state], self._norm):
+        sources = [*(images[c] for c in self.cameras), state]
+        if self.condition_dim:
+            if condition is None:
+                raise ValueError("no condition given: this policy is conditioned on the instruction (condition_for)")
+            check_array("condition", condition, (1, self.condition_dim))
+            sources.append(condition)
+        for buf, x, (sub, div) in zip(self._in, sources, self._norm):
             np.subtract(x, sub, out=buf)
             np.divide(buf, div, out=buf)
         y = self._run().reshape(out.shape)
