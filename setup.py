@@ -29,6 +29,7 @@ EXTRAS = {
     "sim": [
         "mujoco==4.0.0", "h5py==3.16.0", "imageio==2.38.1", "imageio-ffmpeg==0.8.1", "tqdm>=4.66",
         "matplotlib==3.11.2", "rosbags==0.11.9",
+        "pyarrow>=17",  # LeRobotDataset export (omni-vla dataset lerobot)
     ],
     "ray": ["ray==2.60.0"],
     "export": [
