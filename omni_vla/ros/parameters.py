@@ -4,7 +4,7 @@ One descriptor per parameter: type from the annotation, description from the Fie
 ge/gt/le/lt bounds, `read_only` unless the node names it live. Nested models are flat ROS names
 ("topics.front_image"). `unknown_overrides` names the keys of a parameter file or command line that
 the node does not declare (with the nearest valid name): rclpy would silently ignore them and the
-node would run on defaults. `explain` turns a pydantic error into the one line a refusal carries.
+node would run on defaults. `explain` (omni_vla/errors.py) turns a pydantic error into the one line a refusal carries.
 """
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ from array import array
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+
+from omni_vla.errors import explain
+
+__all__ = ["coerce", "descriptor", "explain", "model_fields", "parameter_type", "plain", "unknown_overrides"]
 
 _SCALARS = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING,
@@ -24,7 +28,6 @@ _SCALARS = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INT
 _ARRAYS = {bool: ParameterType.PARAMETER_BOOL_ARRAY, int: ParameterType.PARAMETER_INTEGER_ARRAY,
            float: ParameterType.PARAMETER_DOUBLE_ARRAY, str: ParameterType.PARAMETER_STRING_ARRAY}
 _BOUND_TEXT = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
-_OPS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 # Declared by rclpy itself or handled by rcl (QoS overrides), never by a node's model.
 _FRAMEWORK_PREFIXES = ("qos_overrides.",)
 
@@ -100,17 +103,3 @@ def unknown_overrides(overrides: Iterable[str], known: Iterable[str]) -> str | N
     line = f"unknown parameter(s) {', '.join(parts)}"
     return line if guessed else f"{line}; known parameters: {', '.join(known)}"
 
-
-def explain(exc: ValidationError, only: Iterable[str] | None = None) -> str:
-    """One line for a ValidationError ('rate_hz: must be > 0 (got -1.0)'); `only`: flat names to report
-    (a model-level error, with no name, is then left out)."""
-    keep = set(only) if only is not None else None
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        if keep is not None and loc not in keep:
-            continue
-        op = _OPS.get(err["type"])
-        msg = f"must be {op} {next(iter(err['ctx'].values()))}" if op else err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg} (got {err['input']!r})" if loc else msg)
-    return "; ".join(parts)

@@ -8,13 +8,16 @@ the traceback of either.
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import ValidationError
+
+from omni_vla.errors import explain, one_line
+
+__all__ = ["explain", "one_line"]  # the formatter lives in the base layer (omni_vla/errors.py); re-exported for the verbs
 
 USER_EXIT, INTERNAL_EXIT = 2, 1
 
@@ -29,35 +32,10 @@ _PROJECT_USER_ERRORS = {
 _OS_USER_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError,
                    ConnectionError, TimeoutError)
 _PROJECT_PACKAGES = ("omni_vla", "omni_vla_sim", "omni_vla_policies", "omni_vla_safety")
-_OPS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
 
 class UsageError(Exception):
     """A bad input, worded for the user: what was wrong and what was expected."""
-
-
-def explain(exc: ValidationError, known: Iterable[str] = ()) -> str:
-    """A pydantic ValidationError in one line: 'episodes: must be >= 1 (got 0); tasks: ...'.
-
-    `known`: the model's field names, so an unknown key is answered with the closest ones.
-    """
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        op = _OPS.get(err["type"])
-        msg = f"must be {op} {next(iter(err['ctx'].values()))}" if op else err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(err["loc"][-1]), list(known), n=2, cutoff=0.75)
-            hint = f"did you mean {' or '.join(close)}?" if close else f"no such setting in {exc.title}"
-            parts.append(f"{loc}: unknown key ({hint})")
-            continue
-        parts.append(f"{loc}: {msg} (got {err['input']!r})" if loc else msg)
-    return one_line("; ".join(parts))
-
-
-def one_line(text: str) -> str:
-    """Any message squeezed onto one line (lines joined with '; ')."""
-    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
 def _raised_by_project(exc: BaseException) -> bool:
