@@ -15,19 +15,15 @@ params file stops start-up with one line naming it.
 """
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Literal, get_args, get_origin
+from typing import Any, Callable
 
 import numpy as np
 import rclpy
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.fields import FieldInfo
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
@@ -37,7 +33,9 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from omni_vla.errors import explain
 from omni_vla.ros.interrupt import ros_main
+from omni_vla.ros.parameters import coerce, descriptor, unknown_overrides
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 
@@ -72,26 +70,6 @@ class SimNodeConfig(BaseModel):
 
 class UnknownParameters(ValueError):
     """A params file or command line names a parameter sim_node does not have (a typo)."""
-
-
-_SCALARS = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
-            float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING}
-
-
-def descriptor(name: str, field: FieldInfo) -> ParameterDescriptor:
-    """Type, description, range (the Field's gt/ge/lt/le) and read-only flag of one parameter."""
-    ann = field.annotation
-    ptype = _SCALARS[type(get_args(ann)[0]) if get_origin(ann) is Literal else ann]
-    desc = ParameterDescriptor(name=name, type=ptype, description=field.description or name, read_only=True)
-    bounds = {op: getattr(m, op) for m in field.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
-    desc.additional_constraints = "; ".join(f"{op} {v}" for op, v in bounds.items())
-    lo = bounds.get("gt", bounds.get("ge", -math.inf))
-    hi = bounds.get("lt", bounds.get("le", math.inf))
-    if bounds and ptype == ParameterType.PARAMETER_DOUBLE:
-        desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
-    elif bounds and ptype == ParameterType.PARAMETER_INTEGER:
-        desc.integer_range = [IntegerRange(from_value=int(max(lo, -2**63)), to_value=int(min(hi, 2**63 - 1)), step=0)]
-    return desc
 
 
 class SimNode(Node):
@@ -134,25 +112,17 @@ class SimNode(Node):
 
     # ----- parameters ---------------------------------------------------------------------------
     def _read_parameters(self) -> SimNodeConfig:
-        """Declare each SimNodeConfig field with its descriptor; refuse names we do not know."""
-        known = set(SimNodeConfig.model_fields) | set(self._parameters)  # use_sim_time and rclpy's own
-        unknown = sorted(n for n in self._parameter_overrides if n not in known and not n.startswith("qos_overrides."))
+        """Declare each SimNodeConfig field with its descriptor (omni_vla/ros/parameters.py, all read-only);
+        refuse names we do not know."""
+        unknown = unknown_overrides(self._parameter_overrides, set(SimNodeConfig.model_fields) | set(self._parameters))
         if unknown:
-            hints = [f"did you mean '{m[0]}'?" for n in unknown if (m := difflib.get_close_matches(n, known, 1))]
-            raise UnknownParameters(f"unknown parameter(s) {', '.join(map(repr, unknown))} "
-                                    + (f"({' '.join(hints)}) " if hints else "")
-                                    + f"(known: {', '.join(SimNodeConfig.model_fields)})")
+            raise UnknownParameters(unknown)
         defaults = SimNodeConfig()
         values = {}
         for name, field in SimNodeConfig.model_fields.items():
-            desc = descriptor(name, field)
-            value = getattr(defaults, name)
+            desc = descriptor(name, field, read_only=True)
             override = self._parameter_overrides.get(name)
-            if override is not None:
-                value = override.value
-                # YAML `control_hz: 20` is an integer: accept it for a double parameter.
-                if desc.type == ParameterType.PARAMETER_DOUBLE and isinstance(value, int) and not isinstance(value, bool):
-                    value = float(value)
+            value = coerce(desc.type, override.value) if override is not None else getattr(defaults, name)
             values[name] = self.declare_parameter(name, value, desc, ignore_override=True).value
         return SimNodeConfig(**values)
 
@@ -253,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             node = SimNode()
         except ValidationError as exc:
-            reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})" for e in exc.errors())
-            print(f"{NODE_NAME}: refusing to start: {reasons}", file=sys.stderr)
+            print(f"{NODE_NAME}: refusing to start: {explain(exc)}", file=sys.stderr)
             return 1
         except (UnknownParameters, ParameterException, ValueError) as exc:  # a bad task or seed from env.reset too
             print(f"{NODE_NAME}: refusing to start: {exc}", file=sys.stderr)
