@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -69,16 +68,6 @@ class LeRobotExportConfig(BaseModel):
     max_frames_per_file: int = Field(100_000, ge=1)
 
 
-@dataclass
-class _Totals:
-    """Everything but the pixels, gathered while the videos stream out."""
-
-    tasks: dict[str, int] = field(default_factory=dict)  # instruction -> task_index, in order of first use
-    episodes: list[dict] = field(default_factory=list)
-    episode_stats: list[dict] = field(default_factory=list)
-    frames: int = 0
-
-
 def task_names() -> list[str]:
     """The names behind `observation.environment_state`, one-hot, in TASKS order."""
     return list(TASKS)
@@ -93,8 +82,12 @@ def control_fps() -> int:
 
 
 def joint_names(path: Path) -> list[str]:
-    with h5py.File(path, "r") as f:
-        return list(json.loads(f["data"].attrs["joint_names"]))
+    """The joint names an episode file carries (/data's joint_names attribute, a JSON list)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return list(json.loads(f["data"].attrs["joint_names"]))
+    except (OSError, KeyError, ValueError) as exc:
+        raise DatasetError(f"{path}: no joint names (/data attribute joint_names, a JSON list): {exc}") from exc
 
 
 def features(joints: list[str], size: int, cfg: LeRobotExportConfig, fps: int) -> dict:
@@ -278,83 +271,91 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
 def _write_tasks(tasks: dict[str, int], root: Path) -> None:
     """meta/tasks.parquet as pandas writes LeRobot's DataFrame (task_index, indexed by the task text), so that
     LeRobot's pd.read_parquet gets the text back as the index."""
-    pandas_meta = {
-        "index_columns": ["__index_level_0__"], "column_indexes": [{"name": None, "field_name": None,
-                                                                    "pandas_type": "unicode", "numpy_type": "object",
-                                                                    "metadata": {"encoding": "UTF-8"}}],
-        "columns": [{"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-                     "numpy_type": "int64", "metadata": None},
-                    {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode",
-                     "numpy_type": "object", "metadata": None}],
-        "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": "2.2.3",
-    }
+    pandas_meta = {"index_columns": ["__index_level_0__"], "column_indexes": [], "columns": [
+        {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64", "metadata": None},
+        {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode", "numpy_type": "object",
+         "metadata": None}]}
     table = pa.table({"task_index": pa.array(list(tasks.values()), pa.int64()),
                       "__index_level_0__": pa.array(list(tasks), pa.large_string())})
     _write_parquet(table.replace_schema_metadata({"pandas": json.dumps(pandas_meta)}), root / "meta/tasks.parquet")
 
 
-def _write_dataset(paths: list[Path], root: Path, cfg: LeRobotExportConfig, only_successful: bool) -> dict:
-    fps = control_fps()
-    joints = joint_names(paths[0])
-    totals = _Totals()
-    videos = _VideoFiles(root, cfg, fps)
-    file_number, file_frames, tables, size = -1, cfg.max_frames_per_file, [], None
-    try:
-        for path in paths:
-            ep = read_episode(path)
-            if only_successful and not ep.success:
-                continue
-            if ep.task not in TASKS:
-                raise DatasetError(f"{path}: task {ep.task!r} is not one of {task_names()}")
-            if joint_names(path) != joints:
-                raise DatasetError(f"{path}: joint names {joint_names(path)} differ from {paths[0]}'s {joints}")
-            if size is None:
-                size = ep.front.shape[1]
-            if ep.front.shape[1:] != (size, size, 3) or ep.wrist.shape[1:] != (size, size, 3):
-                raise DatasetError(f"{path}: images {ep.front.shape[1:]}/{ep.wrist.shape[1:]}; expected "
-                                   f"({size}, {size}, 3) like the first episode")
-            if file_frames + len(ep) > cfg.max_frames_per_file and file_frames > 0:
-                if tables:
-                    _write_parquet(pa.concat_tables(tables), root / DATA_PATH.format(**_file_location(file_number)))
-                file_number, file_frames, tables = file_number + 1, 0, []
-                videos.open(file_number)
-            episode_index = len(totals.episodes)
-            task_index = totals.tasks.setdefault(ep.instruction, len(totals.tasks))
-            table = _data_table(ep, episode_index, totals.frames, task_index, fps)
-            tables.append(table)
-            videos.append(CAMERAS["front"], ep.front)
-            videos.append(CAMERAS["wrist"], ep.wrist)
-            where = _file_location(file_number)
-            row = {"episode_index": episode_index, "tasks": [ep.instruction], "length": len(ep),
-                   "data/chunk_index": where["chunk_index"], "data/file_index": where["file_index"],
-                   "dataset_from_index": totals.frames, "dataset_to_index": totals.frames + len(ep)}
-            for key in CAMERAS.values():
-                row |= {f"videos/{key}/chunk_index": where["chunk_index"], f"videos/{key}/file_index":
-                        where["file_index"], f"videos/{key}/from_timestamp": file_frames / fps,
-                        f"videos/{key}/to_timestamp": (file_frames + len(ep)) / fps}
-            stats = _episode_stats(ep, table, fps)
-            totals.episodes.append(row | _flat("stats", stats) | {"meta/episodes/chunk_index": 0,
-                                                                   "meta/episodes/file_index": 0})
-            totals.episode_stats.append(stats)
-            totals.frames += len(ep)
-            file_frames += len(ep)
-        if not totals.episodes:
-            raise DatasetError(f"no {'successful ' if only_successful else ''}episodes among {len(paths)} files")
-        _write_parquet(pa.concat_tables(tables), root / DATA_PATH.format(**_file_location(file_number)))
-    finally:
-        videos.close()
-    _write_parquet(pa.Table.from_pylist(totals.episodes), root / EPISODES_PATH.format(chunk_index=0, file_index=0))
-    _write_tasks(totals.tasks, root)
-    (root / "meta/stats.json").write_text(json.dumps(_jsonable(aggregate_stats(totals.episode_stats)), indent=4))
-    info = {
-        "codebase_version": CODEBASE_VERSION, "robot_type": "panda",
-        "total_episodes": len(totals.episodes), "total_frames": totals.frames, "total_tasks": len(totals.tasks),
-        "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": DATA_FILES_MB, "video_files_size_in_mb": VIDEO_FILES_MB,
-        "fps": fps, "splits": {"train": f"0:{len(totals.episodes)}"}, "data_path": DATA_PATH, "video_path": VIDEO_PATH,
-        "features": features(joints, size, cfg, fps),
-    }
-    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
-    return info
+class _Writer:
+    """Streams episodes into data/video files of at most `max_frames_per_file` frames, keeping the metadata."""
+
+    def __init__(self, root: Path, cfg: LeRobotExportConfig, joints: list[str]) -> None:
+        self.root, self.cfg, self.joints, self.fps = root, cfg, joints, control_fps()
+        self.videos = _VideoFiles(root, cfg, self.fps)
+        self.tasks: dict[str, int] = {}  # instruction -> task_index, in order of first use (as LeRobot assigns)
+        self.episodes: list[dict] = []
+        self.episode_stats: list[dict] = []
+        self.frames, self.file_number, self.file_frames, self.tables = 0, -1, 0, []
+        self.size: int | None = None
+
+    def add(self, path: Path, ep: Episode) -> None:
+        self._check(path, ep)
+        if not self.tables or self.file_frames + len(ep) > self.cfg.max_frames_per_file:
+            self._next_file()
+        index = len(self.episodes)
+        table = _data_table(ep, index, self.frames, self.tasks.setdefault(ep.instruction, len(self.tasks)), self.fps)
+        self.tables.append(table)
+        for camera, key in CAMERAS.items():
+            self.videos.append(key, getattr(ep, camera))
+        where = _file_location(self.file_number)
+        row = {"episode_index": index, "tasks": [ep.instruction], "length": len(ep),
+               "data/chunk_index": where["chunk_index"], "data/file_index": where["file_index"],
+               "dataset_from_index": self.frames, "dataset_to_index": self.frames + len(ep)}
+        for key in CAMERAS.values():  # where the episode sits in its camera's mp4
+            row |= {f"videos/{key}/chunk_index": where["chunk_index"], f"videos/{key}/file_index": where["file_index"],
+                    f"videos/{key}/from_timestamp": self.file_frames / self.fps,
+                    f"videos/{key}/to_timestamp": (self.file_frames + len(ep)) / self.fps}
+        stats = _episode_stats(ep, table, self.fps)
+        self.episodes.append(row | _flat("stats", stats) | {"meta/episodes/chunk_index": 0,
+                                                            "meta/episodes/file_index": 0})
+        self.episode_stats.append(stats)
+        self.frames += len(ep)
+        self.file_frames += len(ep)
+
+    def _check(self, path: Path, ep: Episode) -> None:
+        if ep.task not in TASKS:
+            raise DatasetError(f"{path}: task {ep.task!r} is not one of {task_names()}")
+        if len(ep) == 0:
+            raise DatasetError(f"{path}: the episode has no frames; expected at least one")
+        if joint_names(path) != self.joints:
+            raise DatasetError(f"{path}: joint names {joint_names(path)}; expected {self.joints} like the others")
+        self.size = self.size or ep.front.shape[1]
+        if ep.front.shape[1:] != (self.size, self.size, 3) or ep.wrist.shape[1:] != (self.size, self.size, 3):
+            raise DatasetError(f"{path}: images {ep.front.shape[1:]} and {ep.wrist.shape[1:]}; expected "
+                               f"({self.size}, {self.size}, 3) like the first episode")
+
+    def _next_file(self) -> None:
+        self._flush_data()
+        self.file_number, self.file_frames, self.tables = self.file_number + 1, 0, []
+        self.videos.open(self.file_number)
+
+    def _flush_data(self) -> None:
+        if self.tables:
+            _write_parquet(pa.concat_tables(self.tables), self.root / DATA_PATH.format(
+                **_file_location(self.file_number)))
+
+    def finish(self) -> dict:
+        """Close the last files and write meta/: episodes, tasks, stats and info; info.json's content."""
+        self._flush_data()
+        self.videos.close()
+        _write_parquet(pa.Table.from_pylist(self.episodes), self.root / EPISODES_PATH.format(chunk_index=0,
+                                                                                             file_index=0))
+        _write_tasks(self.tasks, self.root)
+        stats = _jsonable(aggregate_stats(self.episode_stats))
+        (self.root / "meta/stats.json").write_text(json.dumps(stats, indent=4))
+        info = {
+            "codebase_version": CODEBASE_VERSION, "robot_type": "panda", "total_episodes": len(self.episodes),
+            "total_frames": self.frames, "total_tasks": len(self.tasks), "chunks_size": CHUNKS_SIZE,
+            "data_files_size_in_mb": DATA_FILES_MB, "video_files_size_in_mb": VIDEO_FILES_MB, "fps": self.fps,
+            "splits": {"train": f"0:{len(self.episodes)}"}, "data_path": DATA_PATH, "video_path": VIDEO_PATH,
+            "features": features(self.joints, self.size, self.cfg, self.fps),
+        }
+        (self.root / "meta/info.json").write_text(json.dumps(info, indent=4))
+        return info
 
 
 def convert(data_dir: Path, out: Path, only_successful: bool = False,
@@ -371,7 +372,17 @@ def convert(data_dir: Path, out: Path, only_successful: bool = False,
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         (tmp / "meta").mkdir(parents=True)
-        info = _write_dataset(paths, tmp, cfg or LeRobotExportConfig(), only_successful)
+        writer = _Writer(tmp, cfg or LeRobotExportConfig(), joint_names(paths[0]))
+        try:
+            for path in paths:
+                ep = read_episode(path)
+                if ep.success or not only_successful:
+                    writer.add(path, ep)
+        finally:
+            writer.videos.close()
+        if not writer.episodes:
+            raise DatasetError(f"no successful episodes among the {len(paths)} files under {data_dir}")
+        info = writer.finish()
         os.rename(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
