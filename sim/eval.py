@@ -162,8 +162,8 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
     while not done:
         sup.on_joint_state(names, obs["qpos"], now)
         proposal = agent.act(obs, tick)
-        if proposal is not None:
-            sup.on_command(names, np.asarray(proposal, np.float64), None, now)
+        if proposal is not None:  # as vla_node publishes it: one row due a control period after its stamp
+            sup.on_trajectory(names, [(control_dt, np.asarray(proposal, np.float64))], now, now)
         for k in range(inner):
             qpos, _ = env.joint_state()
             sup.on_joint_state(names, qpos, now)
