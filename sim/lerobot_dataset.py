@@ -49,7 +49,8 @@ INDEX_FEATURES = {  # utils.DEFAULT_FEATURES: the index columns every frame carr
 # compute_stats.py: quantiles kept beside mean/std/min/max, histogram bins that estimate them.
 QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
 QUANTILE_BINS = 5000
-CODEC_NAMES = {"libx264": "h264", "libx265": "hevc", "libsvtav1": "av1"}  # encoder -> the stream's codec (info.json)
+# H.264 through the ffmpeg that imageio-ffmpeg ships; LeRobot's torchcodec decoder reads it (the test decodes it).
+VCODEC, VCODEC_NAME = "libx264", "h264"  # the encoder, and the stream's codec as info.json names it
 
 
 class LeRobotExportConfig(BaseModel):
@@ -57,14 +58,14 @@ class LeRobotExportConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    vcodec: Literal["libx264", "libx265", "libsvtav1"] = "libx264"  # LeRobot's decoders (pyav, torchcodec) read all
-    # 4:4:4 keeps the colour that tells the cubes apart: at 64x64, 4:2:0 caps PSNR near 32 dB (crf 18) while
-    # yuv444p crf 18 gave 39 dB on our demonstrations (sim/lerobot_dataset.py's test states the figure).
-    pix_fmt: str = "yuv444p"
+    # 4:4:4 keeps the colour that tells the cubes apart: on 554 frames of our 64x64 demonstrations at crf 18,
+    # yuv420p gave 32.7 dB and yuv444p 39.3 dB (tests/sim/test_lerobot_dataset.py states what LeRobot decodes).
+    # yuv420p is for players that cannot show 4:4:4 H.264 (web browsers).
+    pix_fmt: Literal["yuv444p", "yuv420p"] = "yuv444p"
     crf: int = Field(18, ge=0, le=51)
     gop: int = Field(2, ge=1)  # LeRobot's g=2: a keyframe every other frame keeps random access cheap
-    # A 64x64 frame encodes to ~0.5 KB, its parquet row to ~0.1 KB: 100k frames stay well under LeRobot's
-    # 200 MB video / 100 MB data file sizes.
+    # A 64x64 frame encoded to 0.35-0.54 KB, its parquet row to 0.08 KB (800 demonstrations, 58k frames):
+    # 100k frames stay well under LeRobot's 200 MB video / 100 MB data file sizes.
     max_frames_per_file: int = Field(100_000, ge=1)
 
 
@@ -92,7 +93,7 @@ def joint_names(path: Path) -> list[str]:
 
 def features(joints: list[str], size: int, cfg: LeRobotExportConfig, fps: int) -> dict:
     """info.json's features: cameras as video, state/env state/action with names, then the index columns."""
-    video_info = {"video.height": size, "video.width": size, "video.codec": CODEC_NAMES[cfg.vcodec],
+    video_info = {"video.height": size, "video.width": size, "video.codec": VCODEC_NAME,
                   "video.pix_fmt": cfg.pix_fmt, "video.is_depth_map": False, "video.fps": fps, "video.channels": 3,
                   "has_audio": False}
     feats: dict = {key: {"dtype": "video", "shape": [size, size, 3], "names": ["height", "width", "channels"],
@@ -168,7 +169,8 @@ def image_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
 
 def aggregate_stats(per_episode: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
     """compute_stats.aggregate_stats: min of mins, max of maxes, count-weighted mean, pooled variance and
-    count-weighted quantiles."""
+    count-weighted quantiles; all episodes at once, which equals LeRobot's episode-by-episode aggregation but for
+    rounding (the test compares the two)."""
     out = {}
     for key in per_episode[0]:
         eps = [s[key] for s in per_episode]
@@ -214,7 +216,7 @@ class _VideoFiles:
             path = self.root / VIDEO_PATH.format(video_key=key, **_file_location(file_number))
             path.parent.mkdir(parents=True, exist_ok=True)
             self.writers[key] = imageio.get_writer(
-                path, format="FFMPEG", fps=self.fps, codec=self.cfg.vcodec, pixelformat=self.cfg.pix_fmt,
+                path, format="FFMPEG", fps=self.fps, codec=VCODEC, pixelformat=self.cfg.pix_fmt,
                 quality=None, macro_block_size=1, ffmpeg_log_level="error",
                 ffmpeg_params=["-crf", str(self.cfg.crf), "-g", str(self.cfg.gop)])
 
@@ -272,7 +274,8 @@ def _write_tasks(tasks: dict[str, int], root: Path) -> None:
     """meta/tasks.parquet as pandas writes LeRobot's DataFrame (task_index, indexed by the task text), so that
     LeRobot's pd.read_parquet gets the text back as the index."""
     pandas_meta = {"index_columns": ["__index_level_0__"], "column_indexes": [], "columns": [
-        {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64", "metadata": None},
+        {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
+         "metadata": None},
         {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode", "numpy_type": "object",
          "metadata": None}]}
     table = pa.table({"task_index": pa.array(list(tasks.values()), pa.int64()),

@@ -27,6 +27,11 @@ import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
 REPO_ID = "local/omni_vla"
+# LeRobot 0.4.4 decodes video with torchcodec, or with torchvision.io.VideoReader ("pyav"), which torchvision 0.29
+# (the one LeRobot's venv has) no longer has; torchcodec loads the system's FFmpeg libraries.
+DECODER_HELP = ("LeRobot's venv cannot decode video: it needs torchcodec (torchcodec==0.14.0 worked with its torch "
+                "2.14.1) and FFmpeg's shared libraries (Debian 12: libavcodec59 libavformat59 libavutil57 libswscale6 "
+                "libavdevice59 libavfilter8 libswresample4)")
 
 
 def _np(value) -> np.ndarray:  # noqa: ANN001 - torch tensor, numpy array or number
@@ -55,7 +60,7 @@ def _episode_stats_from_parquet(root: Path) -> list[dict]:
             for r in rows]
 
 
-def _recorder_stats(ds, columns: dict[str, np.ndarray], raw: np.lib.npyio.NpzFile | None) -> tuple[list, list]:  # noqa: ANN001
+def _recorder_stats(ds, columns: dict[str, np.ndarray], raw) -> tuple[list, list]:  # noqa: ANN001 - LeRobot's, npz
     """Per-episode stats as LeRobot's recorder computes them: (with the #3697 fix, as 0.4.4 ships them)."""
     from lerobot.datasets.compute_stats import compute_episode_stats, get_feature_stats, sample_indices
 
@@ -101,6 +106,11 @@ def main(argv: list[str]) -> int:
     from lerobot.datasets.v30.augment_dataset_quantile_stats import compute_quantile_stats_for_dataset
     from lerobot.datasets.video_utils import get_video_info
 
+    try:
+        from torchcodec.decoders import VideoDecoder  # noqa: F401 - loads FFmpeg
+    except (ImportError, RuntimeError, OSError) as exc:
+        print(f"{DECODER_HELP} ({type(exc).__name__}: {str(exc).splitlines()[0]})", file=sys.stderr)
+        return 3
     ds = LeRobotDataset(REPO_ID, root=args.root)
     keys = [k for k in ds.features if k not in ds.meta.video_keys]
     items = [ds[i] for i in range(len(ds))]  # every frame, videos decoded by LeRobot's decoder
