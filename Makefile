@@ -12,10 +12,15 @@ export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup system-deps demo test bench text-encoder clean robot-requirements venv312 test-py312
 
+# EGL/Mesa: headless MuJoCo rendering. FFmpeg's shared libraries (Debian 12 names): torchcodec, LeRobot's video
+# decoder in its own test venv (tests/support/lerobot_env.py), links against them.
+SYSTEM_PKGS := libegl1 libegl-mesa0 libgl1-mesa-dri libavcodec59 libavformat59 libavutil57 libswscale6 \
+	libavdevice59 libavfilter8 libswresample4
+
 system-deps:
-	@if ! dpkg -s libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri; \
-	  else echo "missing Debian EGL/Mesa packages: sudo apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri" >&2; exit 1; fi; \
+	@if ! dpkg -s $(SYSTEM_PKGS) >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(SYSTEM_PKGS); \
+	  else echo "missing Debian packages: sudo apt-get install $(SYSTEM_PKGS)" >&2; exit 1; fi; \
 	fi
 
 setup: system-deps
