@@ -399,16 +399,21 @@ class SafetySupervisorNode(Node):
 
 
 class _Sigint:
-    """Ctrl-C or SIGTERM (launch's escalation, systemd) seen. rclpy chains to this handler; its KeyboardInterrupt comes out as a RuntimeError when
-    it lands inside a pybind11 call, which is then a clean shutdown. (Own copy: safety imports nothing
+    """Ctrl-C or SIGTERM (launch's escalation, systemd) seen. rclpy chains to this handler; its KeyboardInterrupt
+    comes out as a RuntimeError when it lands inside a pybind11 call, which is then a clean shutdown. Only the
+    first signal raises, and only while armed: rclpy's signal thread may pass it on a moment after it shut the
+    context down, and that late KeyboardInterrupt must not break the cleanup. (Own copy: safety imports nothing
     from the project.)"""
 
     seen = False
+    armed = True
 
     @classmethod
     def handler(cls, signum: int, frame: FrameType | None) -> None:
+        first = not cls.seen
         cls.seen = True
-        raise KeyboardInterrupt
+        if first and cls.armed:
+            raise KeyboardInterrupt
 
 
 def main(args: list[str] | None = None) -> int:
@@ -418,12 +423,12 @@ def main(args: list[str] | None = None) -> int:
     # Real-time for the executor and the DDS threads too (they inherit it from here): a normal-priority
     # thread preempted while holding the GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine.
     executor_scheduling = set_realtime_priority(RT_PRIORITY - 1)
-    rclpy.init(args=args)
     # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.
     sys.setswitchinterval(0.001)
     node = None
     code = 0
     try:
+        rclpy.init(args=args)
         node = SafetySupervisorNode()
         node.get_logger().info(f"executor and DDS threads: {executor_scheduling}")
         rclpy.spin(node)
@@ -436,9 +441,10 @@ def main(args: list[str] | None = None) -> int:
         print(f"{NODE_NAME}: refusing to start: {exc}", file=sys.stderr)
         code = 1
     except RuntimeError:
-        if not _Sigint.seen:
+        if not (_Sigint.seen or not rclpy.ok()):  # rclpy's signal thread shuts the context down first
             raise
     finally:
+        _Sigint.armed = False
         if node is not None:
             code = 1 if node.tick_error is not None else code
             node.destroy_node()

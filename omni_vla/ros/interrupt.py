@@ -22,10 +22,15 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class SigintFlag:
-    """Install before `rclpy.init()`; `seen` says whether a stop signal (SIGINT or SIGTERM) arrived."""
+    """Install before `rclpy.init()`; `seen` says whether a stop signal (SIGINT or SIGTERM) arrived.
+
+    Only the first signal raises, and only while armed: rclpy's signal thread may pass a signal on a moment
+    after it shut the context down, and that late KeyboardInterrupt must not break the cleanup on the way out.
+    """
 
     def __init__(self) -> None:
         self.seen = False
+        self.armed = True
 
     def install(self) -> "SigintFlag":
         for signum in STOP_SIGNALS:
@@ -33,12 +38,18 @@ class SigintFlag:
         return self
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
+        first = not self.seen
         self.seen = True
-        raise KeyboardInterrupt
+        if first and self.armed:
+            raise KeyboardInterrupt
 
-    def interrupted(self, exc: BaseException) -> bool:
-        """True when `exc` is how a stop signal surfaced (exit 0); False for a real error (re-raise it)."""
-        return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and self.seen)
+    def interrupted(self, exc: BaseException, context_shut_down: bool = False) -> bool:
+        """True when `exc` is how a stop signal surfaced (exit 0); False for a real error (re-raise it).
+
+        A RuntimeError counts when the signal was seen, or when rclpy's context is already shut down (its
+        signal thread does that before the Python handler runs: an RCLError "context is not valid" then
+        comes first)."""
+        return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and (self.seen or context_shut_down))
 
 
 @contextmanager
@@ -47,15 +58,16 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Ite
     in `cleanup` (filled in as the body creates things) and rclpy's shutdown. A Ctrl-C or an external
     shutdown (or SIGTERM) ends the body cleanly; any other error still propagates."""
     sigint = SigintFlag().install()
-    rclpy.init(args=argv if argv is not None else sys.argv)
     try:
+        rclpy.init(args=argv if argv is not None else sys.argv)
         yield sigint
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RuntimeError as exc:
-        if not sigint.interrupted(exc):
+        if not sigint.interrupted(exc, context_shut_down=not rclpy.ok()):
             raise
     finally:
+        sigint.armed = False
         for fn in cleanup:
             fn()
         rclpy.try_shutdown()

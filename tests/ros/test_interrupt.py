@@ -17,9 +17,12 @@ _SCRIPT = """
 import json, os, signal, time, rclpy
 {install}
 rclpy.init()
-try:
+raised = False
+try:  # rclpy's signal thread may pass the signal on a moment later: the handler runs at the next bytecode then
     os.kill(os.getpid(), signal.{signame})
-    raised = False
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
 except KeyboardInterrupt:
     raised = True
 deadline = time.monotonic() + 5.0  # rclpy shuts its context down from its own signal thread
@@ -84,3 +87,23 @@ def test_sigterm_to_a_running_node_ends_it_with_exit_0_and_no_traceback(name: st
                 code = proc.wait(timeout=15)
             out = proc.stdout.read() if proc.stdout else ""
         assert code == 0 and "Traceback" not in out, f"{name} after SIGTERM (+{delay_s} s): exit {code}\n{out[-3000:]}"
+
+
+def test_a_runtime_error_after_rclpy_shut_its_context_down_is_a_clean_stop() -> None:
+    """rclpy's signal thread shuts the context down before the Python handler runs: the RCLError comes first."""
+    flag = SigintFlag()
+    assert flag.interrupted(RuntimeError("failed to initialize wait set: the given context is not valid"),
+                            context_shut_down=True)
+    assert not flag.interrupted(RuntimeError("real"), context_shut_down=False)
+    assert not flag.interrupted(ValueError("bad"), context_shut_down=True)
+
+
+def test_only_the_first_stop_signal_raises_and_none_once_disarmed() -> None:
+    flag = SigintFlag()
+    with pytest.raises(KeyboardInterrupt):
+        flag._handler(signal.SIGTERM, None)
+    flag._handler(signal.SIGINT, None)  # a second signal (or a late copy of the first) does not interrupt again
+    late = SigintFlag()
+    late.armed = False  # on the way out: the cleanup must run to its end
+    late._handler(signal.SIGTERM, None)
+    assert late.seen and flag.seen
