@@ -15,6 +15,7 @@ import numpy as np
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference, open_runtime
+from omni_vla_sim import robot
 from omni_vla_sim.experts import ScriptedExpert
 from omni_vla_sim.remote import make_replanner
 
@@ -76,7 +77,7 @@ class LoopAgent:
         self.latencies_ms = self.runtime.latencies_ms
         loop_settings = LoopSettings(rate_hz=env.config.control_hz, strategy=settings.strategy,
                                      execution_horizon=settings.execution_horizon,
-                                     joint_names=self.runtime.joint_names or LoopSettings().joint_names)
+                                     joint_names=list(robot.JOINT_NAMES))  # the simulated robot's: a bundle for other joints is refused
         self.now = 0.0
         replanner = make_replanner(settings, env, lambda: self.now) if settings.replan else None
         inference = SyncInference(self.runtime, delay_ticks=settings.delay_ticks, period_s=loop_settings.period_s,

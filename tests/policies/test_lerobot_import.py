@@ -216,3 +216,11 @@ def test_the_closed_loop_suite_runs_an_imported_act_by_changing_only_the_bundle(
                           "--out", str(root / "report_bad")], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "the loop feeds ['front', 'wrist']" in bad.stderr, bad.stderr[-2000:]
     assert "Traceback" not in bad.stderr
+    # Joints that are not the robot's: refused before any episode, naming both lists.
+    other = [f"j{i}" for i in range(1, 9)]
+    import_act(ck, root / "bundle_other_joints", other, 20.0, backends=("mnn",), instructions=root / "instructions.json")
+    wrong = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "eval", "--bundle", str(root / "bundle_other_joints"),
+                            "--backend", "mnn", "--tasks", "touch_yellow", "--episodes", "1", "--workers", "1",
+                            "--out", str(root / "report_other")], capture_output=True, text=True, timeout=600)
+    assert wrong.returncode == 2 and f"the policy's joints are {other}" in wrong.stderr, wrong.stderr[-2000:]
+    assert not (root / "report_other").exists()
