@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from omni_vla.runtime.bundle import load_bundle, read_manifest
+from omni_vla.runtime.chunk_loop import is_chunk_bundle
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.tools.errors import choice_list, comma_list, existing_bundle, non_negative_int, positive_int
 from omni_vla_policies.stdio import stdout_to_stderr
@@ -248,8 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
-        results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends), cold=not a.no_cold_start,
-                         stages=a.stages) for n in threads]
+        if is_chunk_bundle(a.bundle):  # an imported single-pass policy (format 3): its own interleaved run
+            # By name: it imports torch, which the cold-start subprocesses of this module must not pay for.
+            bench_chunk = importlib.import_module("omni_vla_policies.bench_chunk").bench_chunk
+            results = [bench_chunk(a.bundle, n, a.reps, a.warmup, tuple(a.backends)) for n in threads]
+        else:
+            results = [bench(a.bundle, n, a.reps, a.warmup, tuple(a.backends), cold=not a.no_cold_start,
+                             stages=a.stages) for n in threads]
         print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
     return 0
 

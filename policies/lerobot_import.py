@@ -112,10 +112,10 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
                 file = f"policy.{SUFFIX[backend]}"
                 if backend == "executorch":
                     export_pte(model, args, tmp / file)
-                else:
+                else:  # MNN converts from ONNX; the .onnx stays, for onnxruntime in `bench runtime`
                     export_onnx(model, args, names, ["actions"], tmp / "policy.onnx")
                     convert_mnn(tmp / "policy.onnx", tmp / file)
-                    (tmp / "policy.onnx").unlink()
+                    artifacts["onnx"] = artifact_spec(tmp, "policy.onnx").model_dump()
                 artifacts[backend] = artifact_spec(tmp, file).model_dump()
         manifest = build_manifest(ck, joint_names, rate_hz, gripper, artifacts, src.resolve(), table)
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))

@@ -109,7 +109,7 @@ def test_manifest_describes_cameras_state_action_and_the_runtime_applied_normali
     stats = load_file(str(checkpoint / "policy_preprocessor_step_3_normalizer_processor.safetensors"))
     np.testing.assert_allclose(m.normalization["state"].subtract, stats["observation.state.mean"], rtol=1e-6)
     np.testing.assert_allclose(m.normalization["action"].divide, stats["action.std"], rtol=1e-6)
-    assert sorted(m.stages["policy"].artifacts) == ["executorch", "mnn"]
+    assert sorted(m.stages["policy"].artifacts) == ["executorch", "mnn", "onnx"]  # onnx: for onnxruntime in bench runtime
 
 
 @pytest.mark.slow
@@ -224,3 +224,16 @@ def test_the_closed_loop_suite_runs_an_imported_act_by_changing_only_the_bundle(
                             "--out", str(root / "report_other")], capture_output=True, text=True, timeout=600)
     assert wrong.returncode == 2 and f"the policy's joints are {other}" in wrong.stderr, wrong.stderr[-2000:]
     assert not (root / "report_other").exists()
+
+
+@pytest.mark.slow
+def test_bench_runtime_times_an_imported_bundle_on_every_backend_interleaved(bundle: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--threads", "1", "--reps", "3", "--warmup", "1", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (run,) = json.loads(out.stdout)
+    assert run["kind"] == "chunk" and run["interleaved"] and run["threads"] == 1 and not run["skipped"]
+    assert set(run["backends"]) == {"torch", "onnxruntime", "executorch", "mnn"}
+    assert all(v["median_ms"] > 0 for v in run["backends"].values())
+    assert set(run["speedup"]) == {"executorch_vs_torch", "executorch_vs_onnxruntime", "mnn_vs_torch", "mnn_vs_onnxruntime"}
