@@ -66,7 +66,8 @@ from omni_vla.ros.interrupt import ros_main
 from omni_vla.ros.parameters import coerce, descriptor, explain, model_fields, plain, unknown_overrides
 from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
-from omni_vla.runtime.bundle import BundleError, read_manifest
+from omni_vla.runtime.bundle import BundleError
+from omni_vla.runtime.chunk_loop import read_any_manifest
 
 NODE_NAME = "vla_node"
 # Read at each use, so set_parameters applies them at once; every other parameter is read-only.
@@ -201,7 +202,7 @@ class VlaNode(Node):
             cfg = VlaNodeConfig.from_ros_parameters({**self._flat_parameters(), **self._refused})
             # Relative: under the working directory, else the installed share/omni_vla (ros2 launch).
             cfg = cfg.model_copy(update={"bundle_dir": resolve_bundle_dir(cfg.bundle_dir)})
-            manifest = read_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker starts
+            manifest = read_any_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker starts
         except BundleError as exc:
             log.error(f"configure failed: bad bundle: {exc}")
             return TransitionCallbackReturn.FAILURE

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from omni_vla.runtime.bundle import MANIFEST_NAME, BundleError
-from omni_vla.runtime.chunk import ChunkRuntime
-from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
+from omni_vla.runtime.bundle import MANIFEST_NAME, BundleError, BundleManifest, read_manifest
+from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
+from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, ChunkManifest
 
 LOOP_CAMERAS = ("front", "wrist")
 
@@ -69,3 +69,8 @@ def is_chunk_bundle(bundle_dir: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(raw, dict) and raw.get("format") == CHUNK_FORMAT and raw.get("kind") == "chunk"
+
+
+def read_any_manifest(bundle_dir: str | Path) -> BundleManifest | ChunkManifest:
+    """The validated manifest of a bundle of either format (docs/bundle_format.md); both name their `policy`."""
+    return read_chunk_manifest(bundle_dir) if is_chunk_bundle(bundle_dir) else read_manifest(bundle_dir)

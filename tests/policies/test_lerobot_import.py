@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_env import run_reference
+from lerobot_env import lerobot_checkpoint, run_reference
 from safetensors.numpy import load_file, save_file
 
 from omni_vla.inference.client import open_chunk_runtime
@@ -39,13 +39,6 @@ def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((got - ref).astype(np.float64) ** 2)))
 
 
-def _lerobot_checkpoint(root: Path, spec: dict) -> Path:
-    """What `lerobot-train` writes as pretrained_model/, made by LeRobot's own save_pretrained calls."""
-    (root / "spec.json").write_text(json.dumps(spec))
-    run_reference("checkpoint", str(root / "pretrained_model"), str(root / "spec.json"))
-    return root / "pretrained_model"
-
-
 def _lerobot_chunks(checkpoint: Path, root: Path, spec: dict, obs: dict[str, np.ndarray]) -> np.ndarray:
     """LeRobot's chunks (preprocessor -> ACTPolicy.predict_action_chunk -> postprocessor) for raw `obs`."""
     np.savez(root / "in.npz", **obs)
@@ -65,7 +58,7 @@ def _observations(spec: dict, seed: int) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _lerobot_checkpoint(tmp_path_factory.mktemp("lerobot"), SPEC)
+    return lerobot_checkpoint(tmp_path_factory.mktemp("lerobot"), SPEC)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +110,7 @@ def test_manifest_describes_cameras_state_action_and_the_runtime_applied_normali
 def test_an_instruction_conditioned_act_matches_lerobot_and_refuses_an_unknown_instruction(
         tmp_path_factory: pytest.TempPathFactory, backend: str) -> None:
     root = tmp_path_factory.mktemp(f"lerobot_env_{backend}")
-    ck = _lerobot_checkpoint(root, SPEC_ENV)
+    ck = lerobot_checkpoint(root, SPEC_ENV)
     obs = _observations(SPEC_ENV, 12)
     want = _lerobot_chunks(ck, root, SPEC_ENV, obs)
     (root / "instructions.json").write_text(json.dumps(INSTRUCTIONS))
@@ -197,7 +190,7 @@ def test_the_closed_loop_suite_runs_an_imported_act_by_changing_only_the_bundle(
     from omni_vla_sim.tasks import TASKS
 
     root = tmp_path_factory.mktemp("lerobot_eval")
-    ck = _lerobot_checkpoint(root, {**SPEC_ENV, "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"}})
+    ck = lerobot_checkpoint(root, {**SPEC_ENV, "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"}})
     table = {i.text: [float(k == j) for j in range(len(TASKS))] for k, t in enumerate(TASKS.values()) for i in t.instructions}
     (root / "instructions.json").write_text(json.dumps({"names": list(TASKS), "table": table}))
     import_act(ck, root / "bundle", JOINTS, 20.0, gripper="panda_finger_joint1", backends=("mnn",),

@@ -6,6 +6,7 @@ tests/support/lerobot_reference.py and compare saved outputs.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -55,3 +56,11 @@ def run_reference(*args: str, timeout: float = 900) -> subprocess.CompletedProce
     if out.returncode != 0:
         raise RuntimeError(f"LeRobot reference {args[0]} failed:\n{out.stderr[-3000:]}")
     return out
+
+
+def lerobot_checkpoint(root: Path, spec: dict) -> Path:
+    """What `lerobot-train` writes as pretrained_model/, made by LeRobot's own save_pretrained calls from `spec`
+    (see lerobot_reference.py make_checkpoint)."""
+    (root / "spec.json").write_text(json.dumps(spec))
+    run_reference("checkpoint", str(root / "pretrained_model"), str(root / "spec.json"))
+    return root / "pretrained_model"

@@ -1,0 +1,63 @@
+"""vla_node runs an imported LeRobot ACT bundle (format 3) by changing only bundle_dir: configured, active, and
+proposing named joint targets over real DDS from a fake robot's cameras and joint states."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from lerobot_env import lerobot_checkpoint
+from rosutil import REPO, run_against_node
+
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]
+INSTRUCTION = "pick up the red cube"
+SPEC = {"seed": 7, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
+        "act": {"chunk_size": 16, "n_action_steps": 16, "dim_model": 64, "n_heads": 4, "dim_feedforward": 128,
+                "n_encoder_layers": 1, "n_decoder_layers": 1, "use_vae": False}}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from omni_vla_policies.lerobot_import import import_act
+
+    root = tmp_path_factory.mktemp("imported")
+    ck = lerobot_checkpoint(root, SPEC)
+    tasks = ["pick_red", "place_blue_on_green", "stack_red_on_blue", "touch_yellow"]
+    (root / "instructions.json").write_text(json.dumps({"names": tasks, "table": {INSTRUCTION: [1.0, 0.0, 0.0, 0.0]}}))
+    import_act(ck, root / "bundle", JOINTS, 20.0, gripper="panda_finger_joint1", backends=("mnn",),
+               instructions=root / "instructions.json")
+    return root / "bundle"
+
+
+@pytest.mark.slow
+def test_vla_node_runs_an_imported_act_bundle_by_changing_only_bundle_dir(imported: Path) -> None:
+    params = {"bundle_dir": str(imported), "backend": "mnn", "autostart": "true"}
+    code = run_against_node("omni_vla.ros.node", REPO / "config" / "vla_node.yaml", params, _scenario)
+    assert code == 0
+
+
+def _scenario(probe, ex) -> None:  # noqa: ANN001 - rclpy node and executor
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rosutil import spin_until
+    from std_msgs.msg import String
+    from trajectory_msgs.msg import JointTrajectory
+
+    from omni_vla.tools.bench_graph import attach_fake_robot
+
+    proposals: list[JointTrajectory] = []
+    hardware: list[str] = []
+    probe.create_subscription(JointTrajectory, "/omni_vla/proposed_command", proposals.append,
+                              QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    probe.create_subscription(DiagnosticArray, "/diagnostics",
+                              lambda m: hardware.extend(s.hardware_id for s in m.status if s.name.startswith("vla_node")), 10)
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    probe.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=INSTRUCTION))
+    attach_fake_robot(probe, list(HOME))
+    t0 = time.monotonic()
+    assert spin_until(ex, lambda: len(proposals) >= 10 and hardware, 60.0), (
+        f"{len(proposals)} proposals, diagnostics {hardware[-1:]} after {time.monotonic() - t0:.1f} s")
+    assert all(list(p.joint_names) == JOINTS and len(p.points) >= 1 for p in proposals)
+    assert hardware[-1].startswith("lerobot_act@") and hardware[-1].endswith("(mnn)")
