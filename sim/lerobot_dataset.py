@@ -69,6 +69,9 @@ class LeRobotExportConfig(BaseModel):
     max_frames_per_file: int = Field(100_000, ge=1)
 
 
+INSTRUCTIONS_FILE = "meta/omni_vla_instructions.json"  # not LeRobot's: the importer's instruction table
+
+
 def task_names() -> list[str]:
     """The names behind `observation.environment_state`, one-hot, in TASKS order."""
     return list(TASKS)
@@ -290,6 +293,7 @@ class _Writer:
         self.root, self.cfg, self.joints, self.fps = root, cfg, joints, control_fps()
         self.videos = _VideoFiles(root, cfg, self.fps)
         self.tasks: dict[str, int] = {}  # instruction -> task_index, in order of first use (as LeRobot assigns)
+        self.instruction_tasks: dict[str, str] = {}  # instruction -> our task name
         self.episodes: list[dict] = []
         self.episode_stats: list[dict] = []
         self.frames, self.file_number, self.file_frames, self.tables = 0, -1, 0, []
@@ -301,6 +305,7 @@ class _Writer:
             self._next_file()
         index = len(self.episodes)
         table = _data_table(ep, index, self.frames, self.tasks.setdefault(ep.instruction, len(self.tasks)), self.fps)
+        self.instruction_tasks[ep.instruction] = ep.task
         self.tables.append(table)
         for camera, key in CAMERAS.items():
             self.videos.append(key, getattr(ep, camera))
@@ -348,6 +353,11 @@ class _Writer:
         _write_parquet(pa.Table.from_pylist(self.episodes), self.root / EPISODES_PATH.format(chunk_index=0,
                                                                                              file_index=0))
         _write_tasks(self.tasks, self.root)
+        # For `omni-vla import lerobot --instructions`: each instruction of the dataset -> its one-hot, so the
+        # robot's runtime conditions the imported ACT as training did (and refuses any other text).
+        table = {text: [float(i == task_names().index(task)) for i in range(len(TASKS))]
+                 for text, task in self.instruction_tasks.items()}
+        (self.root / INSTRUCTIONS_FILE).write_text(json.dumps({"names": task_names(), "table": table}, indent=1))
         stats = _jsonable(aggregate_stats(self.episode_stats))
         (self.root / "meta/stats.json").write_text(json.dumps(stats, indent=4))
         info = {

@@ -178,3 +178,15 @@ def test_lerobot_train_runs_on_the_dataset_and_normalises_with_its_stats(convert
     for key in ("observation.state", "action"):  # the policy normalises with our stats.json
         for stat in ("mean", "std"):
             np.testing.assert_allclose(normaliser[f"{key}.{stat}"], stats[key][stat], rtol=1e-6)
+
+
+def test_the_instruction_table_maps_each_instruction_of_the_dataset_to_its_tasks_one_hot(
+        demos: Path, converted: Path) -> None:
+    """What `omni-vla import lerobot --instructions` takes: exactly the dataset's instructions, each to the
+    one-hot its frames carry as observation.environment_state."""
+    table = json.loads((converted / "meta" / "omni_vla_instructions.json").read_text())
+    assert table["names"] == task_names()
+    episodes = [read_episode(p) for p in episode_files(demos)]
+    assert set(table["table"]) == {ep.instruction for ep in episodes}
+    for ep in episodes:
+        assert table["table"][ep.instruction] == [float(n == ep.task) for n in task_names()]
