@@ -202,3 +202,43 @@ def test_the_stream_ending_at_speed_stops_at_the_last_row_and_holds() -> None:
     assert rig2.robot == pytest.approx(final, abs=1e-9)
     speeds = [abs(b[1][0] - a[1][0]) / DT for a, b in zip(rig2.outputs[-20:], rig2.outputs[-19:])]
     assert max(speeds) == 0.0
+
+
+@pytest.mark.parametrize("tight, kind", [(1, "clamps"), (0, "shaping")])
+def test_a_per_joint_shaping_tolerance_is_the_joints_own(tight: int, kind: str) -> None:
+    tolerance = [0.01] * len(NAMES)
+    tolerance[tight] = 0.0  # joint `tight` counts every limit as a clamp; the others as before
+    rig = Rig(trajectory_smoothing_s=0.0, shaping_tolerance=tolerance)
+    row = list(HOME)
+    row[1] = 0.02  # joint 2 asked for 0.4 rad/s at once: a few periods of acceleration limit
+    assert rig.propose([(0.05, row)], rig.now)
+    rig.tick(30)
+    counted = {"clamps": rig.sup.clamps, "shaping": rig.sup.shaping}
+    assert counted[kind]["acceleration"] >= 1
+    assert not counted["shaping" if kind == "clamps" else "clamps"]
+
+
+def test_every_limiter_intervention_is_counted_once_as_shaping_or_as_a_clamp() -> None:
+    rig = Rig()
+    row = list(HOME)
+    row[1], row[7] = 0.2, 0.0  # a jump joint 2 cannot follow, and a gripper held open on an object
+    assert rig.propose([(0.05, row)], rig.now)
+    for _ in range(40):
+        rig.tick()
+        rig.robot[7] = 0.02
+    kinds = set(rig.sup.shaping) | set(rig.sup.clamps)
+    assert {"velocity", "acceleration", "max_step"} <= kinds
+    assert all(rig.sup.shaping[k] + rig.sup.clamps[k] == rig.sup.counts[k] for k in kinds)
+
+
+@pytest.mark.parametrize("requested, applied, shaping", [
+    (3.0, 2.0, True),  # 1 rad/s for one period: exactly the 0.01 rad tolerance, still shaping
+    (3.0, 1.5, False),
+    (0.0, 2.0, False),  # a stop asked at once and braked: 0.02 rad beyond, a clamp
+    (-1.0, 1.5, False),
+])
+def test_a_limit_is_shaping_while_the_command_stays_within_tolerance_of_what_was_asked(
+        requested: float, applied: float, shaping: bool) -> None:
+    sup = Rig().sup
+    assert sup.classify(("deceleration", 1, 7.125, requested, applied)) is shaping
+    assert sup.classify(("max_step", 1, 0.25, requested, requested)) is False  # never shaping, however small
