@@ -1,0 +1,29 @@
+"""Live settings changes at the edges cosmic-ray found unpinned (results/mutation_core.md).
+
+`Controller.update` must refuse any change to a setting the queue and buffers were built from (in
+either direction) and accept a settings object that differs only in live settings, however it was built.
+"""
+from __future__ import annotations
+
+import pytest
+
+from omni_vla.core.settings import LoopSettings
+from test_loop_controller import make, obs
+
+
+def test_live_update_refuses_a_larger_fixed_setting_as_well_as_a_smaller_one() -> None:
+    ctl, _ = make(delay=0, s=4)
+    with pytest.raises(ValueError, match="execution_horizon cannot change while the loop runs: reconfigure"):
+        ctl.update(ctl.config.model_copy(update={"execution_horizon": 8}))
+    assert ctl.config.execution_horizon == 4
+
+
+def test_live_update_accepts_an_equal_settings_object_built_afresh() -> None:
+    ctl, _ = make(delay=0, s=4, max_obs_age_s=0.2)
+    fresh = LoopSettings(**{**ctl.config.model_dump(), "max_obs_age_s": 0.5})
+    assert fresh is not ctl.config and fresh.joint_names is not ctl.config.joint_names
+    ctl.update(fresh)
+    o = obs(1.0)
+    o["stamps"] = {"front": 0.0, "wrist": 0.0, "joints": 0.0}
+    assert ctl.step(o, 8, 0.4) is not None and ctl.state == "OK"
+    assert ctl.step(o, 12, 0.6) is None and ctl.reason == "front camera image older than max_obs_age_s=0.5 s"
