@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 from limits_yaml import limits_yaml
-from test_supervisor_trajectory import DT, HOME, Rig
+from test_supervisor_trajectory import DT, HOME, NAMES, Rig
 
 from omni_vla_safety.limiter import CommandLimiter
 from omni_vla_safety.limits import parse_joint_limits_yaml
 
 
 def joint0(*values: float) -> list[list[float]]:
-    """Rows that move joint 0 only (a few mrad: every velocity change within one period's acceleration)."""
+    """Rows (positions) that differ from HOME on joint 0 only."""
     rows = []
     for x in values:
         row = list(HOME)
@@ -69,7 +69,7 @@ def test_a_proposal_arriving_exactly_when_a_row_falls_due_is_followed_on_from_th
     assert rig.propose([(0.05, a), (0.10, b)], stamp=t0)
     rig.tick(4)
     rig.now = t0 + 0.05  # a sim clock: the very time `a` falls due (the supervisor's own sum)
-    rig.sup.on_joint_state(rig.sup.order.names, rig.robot, rig.now)
+    rig.sup.on_joint_state(NAMES, rig.robot, rig.now)
     assert rig.propose([(0.10, c)], stamp=t0)  # replaces b
     assert rig.sup.tick(rig.now)[0] == pytest.approx(0.001, abs=1e-9)  # the tick at that same instant
     assert rig.sup.tick(t0 + 0.075)[0] == pytest.approx(0.0015, abs=1e-9)
