@@ -41,3 +41,11 @@ def test_a_chunk_this_controller_never_requested_is_discarded_not_executed() -> 
     ctl.set_instruction("pick up the cube")
     assert ctl.step(obs(1.0), 1, PERIOD) is None
     assert ctl.counts["discarded_chunks"] == 1 and ctl.counts["chunks"] == 0
+
+
+def test_a_chunk_left_in_flight_is_counted_as_discarded_even_on_a_first_tick_without_instruction() -> None:
+    inf = SyncInference(ToyRuntime(), delay_ticks=0, period_s=PERIOD)
+    inf.submit(0, 0, 0.0)
+    ctl = Controller(LoopSettings(execution_horizon=4, rate_hz=1 / PERIOD), inf)
+    assert ctl.step(obs(1.0, instruction=None), 0, 0.0) is None and ctl.reason == "no instruction yet"
+    assert ctl.counts["discarded_chunks"] == 1 and ctl.counts["chunks"] == 0
