@@ -5,20 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_supervisor_trajectory import DT, HOME, NAMES, Rig
+from test_supervisor_trajectory import DT, HOME, NAMES, Rig, joint0
 
 from omni_vla_safety.supervisor import ESTOP, MAX_POINTS
 from omni_vla_safety.validation import Rejection, check_times
-
-
-def joint0(*values: float) -> list[list[float]]:
-    """Rows (positions) that differ from HOME on joint 0 only."""
-    rows = []
-    for x in values:
-        row = list(HOME)
-        row[0] = x
-        rows.append(row)
-    return rows
 
 
 def test_rows_are_followed_trajectory_delay_s_after_their_times() -> None:

@@ -45,6 +45,16 @@ class Rig:
         return out
 
 
+def joint0(*values: float) -> list[list[float]]:
+    """Rows (positions) that differ from HOME on joint 0 only."""
+    rows = []
+    for x in values:
+        row = list(HOME)
+        row[0] = x
+        rows.append(row)
+    return rows
+
+
 def motion(t: float) -> list[float]:
     """A smooth reach on three joints and the gripper, well inside every limit (<= 0.4 rad/s)."""
     p = list(HOME)

@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import pytest
 from limits_yaml import limits_yaml
-from test_supervisor_trajectory import DT, HOME, NAMES, Rig
+from test_supervisor_trajectory import DT, HOME, NAMES, Rig, joint0
 
 from omni_vla_safety.limiter import CommandLimiter
 from omni_vla_safety.limits import parse_joint_limits_yaml
-
-
-def joint0(*values: float) -> list[list[float]]:
-    """Rows (positions) that differ from HOME on joint 0 only."""
-    rows = []
-    for x in values:
-        row = list(HOME)
-        row[0] = x
-        rows.append(row)
-    return rows
 
 
 def test_a_tick_stamped_before_the_proposal_arrived_holds_the_start_instead_of_moving_to_the_rows() -> None:
