@@ -399,20 +399,21 @@ class SafetySupervisorNode(Node):
 
 
 class _Sigint:
-    """Ctrl-C or SIGTERM (launch's escalation, systemd) seen. rclpy chains to this handler; its KeyboardInterrupt
-    comes out as a RuntimeError when it lands inside a pybind11 call, which is then a clean shutdown. Only the
-    first signal raises, and only while armed: rclpy's signal thread may pass it on a moment after it shut the
-    context down, and that late KeyboardInterrupt must not break the cleanup. (Own copy: safety imports nothing
-    from the project.)"""
+    """Ctrl-C or SIGTERM (launch's escalation, systemd) seen. Before rclpy is initialised it raises
+    KeyboardInterrupt (start-up stops at once); after, it does not: rclpy's own handler shuts the context down and
+    spin ends with ExternalShutdownException (a KeyboardInterrupt raised inside rclpy's executor left half-built
+    Tasks behind). An RCLError after that shutdown is a clean stop too. (Own copy: safety imports nothing from the
+    project.)"""
 
     seen = False
     armed = True
+    ros_started = False
 
     @classmethod
     def handler(cls, signum: int, frame: FrameType | None) -> None:
         first = not cls.seen
         cls.seen = True
-        if first and cls.armed:
+        if first and cls.armed and not cls.ros_started:
             raise KeyboardInterrupt
 
 
@@ -429,6 +430,7 @@ def main(args: list[str] | None = None) -> int:
     code = 0
     try:
         rclpy.init(args=args)
+        _Sigint.ros_started = True
         node = SafetySupervisorNode()
         node.get_logger().info(f"executor and DDS threads: {executor_scheduling}")
         rclpy.spin(node)

@@ -24,13 +24,17 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class SigintFlag:
     """Install before `rclpy.init()`; `seen` says whether a stop signal (SIGINT or SIGTERM) arrived.
 
-    Only the first signal raises, and only while armed: rclpy's signal thread may pass a signal on a moment
-    after it shut the context down, and that late KeyboardInterrupt must not break the cleanup on the way out.
+    Before rclpy is initialised the signal raises KeyboardInterrupt (start-up stops at once). After, it does not:
+    rclpy's own handler (chained in front of this one for SIGINT and SIGTERM) shuts the context down and the
+    executor's spin ends with ExternalShutdownException; a KeyboardInterrupt raised at an arbitrary bytecode inside
+    rclpy's executor left half-built Task objects behind ("Exception ignored in Future.__del__"). Once disarmed (on
+    the way out) nothing raises, so the cleanup runs to its end.
     """
 
     def __init__(self) -> None:
         self.seen = False
         self.armed = True
+        self.ros_started = False
 
     def install(self) -> "SigintFlag":
         for signum in STOP_SIGNALS:
@@ -40,7 +44,7 @@ class SigintFlag:
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         first = not self.seen
         self.seen = True
-        if first and self.armed:
+        if first and self.armed and not self.ros_started:
             raise KeyboardInterrupt
 
     def interrupted(self, exc: BaseException, context_shut_down: bool = False) -> bool:
@@ -60,6 +64,7 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Ite
     sigint = SigintFlag().install()
     try:
         rclpy.init(args=argv if argv is not None else sys.argv)
+        sigint.ros_started = True
         yield sigint
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
