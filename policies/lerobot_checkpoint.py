@@ -53,13 +53,23 @@ def _read_json(path: Path) -> dict:
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
 
 
+def _tensors(path: Path, what: str) -> dict[str, np.ndarray]:
+    """A safetensors file's tensors; a missing or unreadable one is refused naming it."""
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing: expected {what}")
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises its own SafetensorError (not a ValueError) on a broken file
+        raise CheckpointError(f"{path}: not a readable safetensors file ({exc}); expected {what}") from exc
+
+
 def _normalizer(directory: Path, pipeline: str, registry_name: str) -> tuple[dict, dict[str, np.ndarray]]:
     """(config, statistics) of the (un)normalizer step of one processor pipeline."""
     spec = _read_json(directory / f"{pipeline}.json")
     steps = [s for s in spec.get("steps", []) if s.get("registry_name") == registry_name]
     if len(steps) != 1 or "state_file" not in steps[0]:
         raise CheckpointError(f"{directory / pipeline}.json: expected one {registry_name} step with a state_file")
-    return steps[0]["config"], load_file(str(directory / steps[0]["state_file"]))
+    return steps[0]["config"], _tensors(directory / steps[0]["state_file"], "the dataset statistics")
 
 
 def _affine(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], inverse: bool) -> Affine:
@@ -105,10 +115,7 @@ def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
         dim_model=cfg["dim_model"], n_heads=cfg["n_heads"], n_encoder_layers=cfg["n_encoder_layers"],
         n_decoder_layers=cfg["n_decoder_layers"], pre_norm=cfg["pre_norm"],
         activation=cfg["feedforward_activation"], backbone=cfg["vision_backbone"])
-    weights_path = d / "model.safetensors"
-    if not weights_path.is_file():
-        raise CheckpointError(f"{weights_path} is missing: expected the policy weights")
-    weights = load_file(str(weights_path))
+    weights = _tensors(d / "model.safetensors", "the policy weights")
     pre_cfg, pre_stats = _normalizer(d, "policy_preprocessor", "normalizer_processor")
     post_cfg, post_stats = _normalizer(d, "policy_postprocessor", "unnormalizer_processor")
     inputs = {c: _affine(CAMERA_PREFIX + c, "VISUAL", pre_cfg, pre_stats, False) for c in cameras}

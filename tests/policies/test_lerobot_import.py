@@ -156,6 +156,9 @@ def test_unsupported_or_broken_checkpoints_are_refused_naming_the_problem(checkp
         import_act(ck, tmp_path / "out", JOINTS[:7], 30.0)
     with pytest.raises(CheckpointError, match="gripper 'hand'"):
         import_act(ck, tmp_path / "out", JOINTS, 30.0, gripper="hand")
+    (ck / "model.safetensors").write_bytes((ck / "model.safetensors").read_bytes()[:1000])  # truncated
+    with pytest.raises(CheckpointError, match="model.safetensors: not a readable safetensors file"):
+        import_act(ck, tmp_path / "out", JOINTS, 30.0)
     assert not (tmp_path / "out").exists()
 
 
