@@ -1,6 +1,11 @@
 """PyTorch eager vs ExecuTorch vs MNN on recorded observations with fixed noise (end to end and per stage).
 
     python -m omni_vla_policies.parity --bundle bundles/reference --dataset data/demos --n 100 --json
+    python -m omni_vla_policies.parity --bundle bundles/act --dataset data/demos --n 100 --json
+
+A chunk bundle (format 3, an imported ACT) is measured by parity_chunk.py, against eager PyTorch rebuilt from the
+checkpoint it was imported from (--checkpoint when it has moved), with onnxruntime on its policy.onnx as a third
+backend; the flow bundle (format 2) here.
 
 Observations come from the dataset (images, qpos, instruction; the recorded next actions serve as the
 committed prefix, prefix_len cycling 0..max_prefix); without --dataset, synthetic observations
@@ -18,11 +23,13 @@ import h5py
 import numpy as np
 
 from omni_vla.runtime.bundle import read_manifest
+from omni_vla.runtime.chunk_loop import is_chunk_bundle
 from omni_vla.runtime.executorch import ExecuTorchRuntime
 from omni_vla.runtime.mnn import MNNRuntime
 from omni_vla.runtime.text import InstructionError, load_table
 from omni_vla.tools.errors import existing_bundle, existing_dir, positive_int
 from omni_vla_policies.dataset import FORMAT, _episode_files
+from omni_vla_policies.parity_chunk import run_chunk_parity
 from omni_vla_policies.stdio import stdout_to_stderr
 from omni_vla_policies.torch_runtime import TorchRuntime
 
@@ -88,7 +95,20 @@ def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
     return {"snr_db": round(snr_db(ref, got), 2), "max_abs": float(np.max(np.abs(got - ref)))}
 
 
-def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1) -> dict:
+def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1,
+               checkpoint: Path | None = None) -> dict:
+    """Either format: a chunk bundle by parity_chunk.py (`checkpoint`: its eager reference's weights, when moved)."""
+    if is_chunk_bundle(bundle_dir):
+        steps = sample_steps(dataset, n, 1) if dataset is not None else None
+        source = f"dataset:{dataset}" if dataset is not None else "synthetic"
+        return run_chunk_parity(bundle_dir, steps, n, seed, threads, checkpoint, source)
+    if checkpoint is not None:
+        raise ValueError(f"--checkpoint {checkpoint}: only a chunk bundle (format 3) is rebuilt from a checkpoint; "
+                         f"{bundle_dir} carries its own eager reference")
+    return run_flow_parity(bundle_dir, dataset, n, seed, threads)
+
+
+def run_flow_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1) -> dict:
     obs, source = observations(bundle_dir, dataset, n, seed)
     man = read_manifest(bundle_dir)
     rts = {"torch": TorchRuntime(bundle_dir, threads), "executorch": ExecuTorchRuntime(bundle_dir, threads),
@@ -107,7 +127,7 @@ def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed
         ctx_ref = rts["torch"].context(o["front"], o["wrist"], o["state"], instr)
         for name, rt in rts.items():
             out = np.zeros((h, d), np.float32)
-            rt.infer(o["front"], o["wrist"], o["state"], instr, o["prefix"], o["prefix_len"], o["noise"], out)
+            rt.infer({"front": o["front"], "wrist": o["wrist"]}, o["state"], instr, o["prefix"], o["prefix_len"], o["noise"], out)
             ctx, flow = rt.run_stages(o["front"], o["wrist"], o["state"], instr, ctx_ref, o["noise"], o["prefix"], o["prefix_len"])
             res[name]["actions"].append(out.copy())
             res[name]["delta"].append(out - o["state"])
@@ -130,16 +150,18 @@ def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="omni-vla parity", description="PyTorch vs ExecuTorch vs MNN on recorded observations.")
+    p = argparse.ArgumentParser(prog="omni-vla parity", description="PyTorch vs ExecuTorch vs MNN (and onnxruntime for a chunk bundle) on recorded observations.")
     p.add_argument("--bundle", type=existing_bundle, required=True)
     p.add_argument("--dataset", type=existing_dir, default=None, help="recorded demos (default: synthetic observations)")
     p.add_argument("--n", type=positive_int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=positive_int, default=1)
+    p.add_argument("--checkpoint", type=existing_dir, default=None,
+                   help="chunk bundles: the LeRobot checkpoint it was imported from, if no longer where the manifest says")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     with stdout_to_stderr() as real:
-        report = run_parity(a.bundle, a.dataset, a.n, a.seed, a.threads)
+        report = run_parity(a.bundle, a.dataset, a.n, a.seed, a.threads, a.checkpoint)
         text = json.dumps(report) if a.json else json.dumps(report, indent=2)
         print(text, file=real)
     return 0
