@@ -15,6 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "lerobot_requirements.txt"
+SMOLVLA_REQUIREMENTS = HERE / "smolvla_requirements.txt"
 REFERENCE = HERE / "lerobot_reference.py"
 CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla"))
 
@@ -26,11 +27,11 @@ def _pip(python: Path, *args: str) -> None:
         raise RuntimeError(f"pip install {' '.join(args)} failed in LeRobot's venv:\n{out.stderr[-3000:]}")
 
 
-def lerobot_python() -> Path:
+def lerobot_python(requirements: Path = REQUIREMENTS, prefix: str = "lerobot") -> Path:
     """The interpreter of LeRobot's venv, building it (minutes, once) when the requirements changed."""
-    text = REQUIREMENTS.read_text()
+    text = requirements.read_text()
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    venv = CACHE / f"lerobot-{key}"
+    venv = CACHE / f"{prefix}-{key}"
     python = venv / "bin" / "python"
     stamp = venv / ".omni_vla-ready"
     if stamp.is_file():
@@ -47,6 +48,11 @@ def lerobot_python() -> Path:
     _pip(python, *rest)
     stamp.write_text(text)
     return python
+
+
+def smolvla_python() -> Path:
+    """LeRobot with its smolvla extra (transformers<5), a second venv so the first one's pins stay untouched."""
+    return lerobot_python(SMOLVLA_REQUIREMENTS, "smolvla")
 
 
 def run_reference(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -1,0 +1,89 @@
+"""SmolVLA's stages -> ONNX, ExecuTorch (XNNPACK .pte) and MNN, static shapes, one directory per model.
+
+    python -m omni_vla_policies.vla.export_vla OUT_DIR --size full [--weights model.safetensors] [--backends ...]
+
+Weights: LeRobot's SmolVLAPolicy state_dict (tests/support/smolvla_reference.py writes one), or a seeded random
+init when none is given (latency does not depend on what the weights learned). Writes OUT_DIR/<stage>.{onnx,pte,
+mnn}, OUT_DIR/arch.json and OUT_DIR/export.json (sizes, export seconds). ONNX files over 2 GB would need external
+data; no stage of the published size comes near (the prefix stage is the largest, ~0.8 GB).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
+from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict, stage_inputs, stage_modules
+from omni_vla_policies.vla.smolvla_config import SIZES, SmolVLAArch
+
+BACKENDS = ("onnx", "executorch", "mnn")
+
+
+def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> SmolVLA:
+    """The model with LeRobot's weights from `weights`, or seeded random ones."""
+    torch.manual_seed(seed)
+    model = SmolVLA(arch).eval()
+    if weights is not None:
+        from safetensors.torch import load_file  # optional: only when loading a LeRobot state_dict
+
+        load_lerobot_state_dict(model, load_file(str(weights)))
+    return model
+
+
+def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKENDS, stages: tuple[str, ...] | None = None,
+                  log=print) -> dict:  # noqa: ANN001
+    """Each stage to each backend; returns {stage: {backend: {"bytes", "export_s"}}}."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "arch.json").write_text(model.arch.model_dump_json(indent=1))
+    mods, ins = stage_modules(model), stage_inputs(model.arch)
+    report: dict = {}
+    for name in stages or tuple(mods):
+        in_names, out_names = STAGE_IO[name]
+        report[name] = {}
+        with torch.no_grad():
+            for backend in backends:
+                t0 = time.perf_counter()
+                if backend == "onnx":
+                    path = out / f"{name}.onnx"
+                    export_onnx(mods[name], ins[name], in_names, out_names, path)
+                elif backend == "executorch":
+                    path = out / f"{name}.pte"
+                    export_pte(mods[name], ins[name], path)
+                else:
+                    path = out / f"{name}.mnn"
+                    if not (out / f"{name}.onnx").is_file():
+                        export_onnx(mods[name], ins[name], in_names, out_names, out / f"{name}.onnx")
+                    convert_mnn(out / f"{name}.onnx", path)
+                report[name][backend] = {"bytes": path.stat().st_size, "export_s": round(time.perf_counter() - t0, 1)}
+                log(f"{name}.{backend}: {path.stat().st_size / 1e6:.1f} MB in {report[name][backend]['export_s']} s")
+    (out / "export.json").write_text(json.dumps({"stages": report, "versions": versions()}, indent=1))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--size", choices=sorted(SIZES), default="full")
+    p.add_argument("--weights", type=Path, default=None, help="LeRobot SmolVLAPolicy model.safetensors")
+    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--stages", default="vision,prefix,step,finish")
+    args = p.parse_args(argv)
+    backends = tuple(b for b in args.backends.split(",") if b)
+    if bad := [b for b in backends if b not in BACKENDS]:
+        print(f"unknown backend(s) {bad}: expected some of {list(BACKENDS)}", file=sys.stderr)
+        return 2
+    if args.weights is not None and not args.weights.is_file():
+        print(f"--weights {args.weights} is not a file: expected a LeRobot SmolVLA model.safetensors", file=sys.stderr)
+        return 2
+    model = build(SIZES[args.size](), args.weights)
+    export_stages(model, args.out, backends, tuple(args.stages.split(",")), log=lambda s: print(s, file=sys.stderr))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""SmolVLA split into stages (vision per camera -> prefix KV cache -> expert step x N -> finish) and exported to
+ONNX, ExecuTorch and MNN must compute what LeRobot 0.4.4's own SmolVLA computes, run in its own venv with the same
+random weights: >= 40 dB per stage and end to end against predict_action_chunk. The architecture is the published
+one at test size (policies/vla/smolvla_config.tiny); the full-size figures are in results/vla/.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from lerobot_env import smolvla_python
+
+from omni_vla_policies.vla.export_vla import build, export_stages
+from omni_vla_policies.vla.model import SmolVLA
+from omni_vla_policies.vla.parity_vla import run, spec
+from omni_vla_policies.vla.smolvla_config import full, tiny
+
+REFERENCE = Path(__file__).resolve().parents[1] / "support" / "smolvla_reference.py"
+PARITY_DB = 40.0
+STAGES = ("vision", "prefix_keys", "prefix_values", "step", "end_to_end")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """LeRobot's SmolVLAPolicy (random, seeded) at test size: its weights and its per-stage outputs."""
+    root = tmp_path_factory.mktemp("smolvla_ref")
+    (root / "spec.json").write_text(json.dumps(spec(tiny(), seed=1, valid_tokens=4)))
+    out = subprocess.run([str(smolvla_python()), str(REFERENCE), str(root / "ref"), str(root / "spec.json")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return root / "ref"
+
+
+def test_eager_stages_match_lerobots_smolvla_per_stage_and_end_to_end(reference: Path) -> None:
+    snr = run(reference, None, ("torch",))["snr_db"]["torch"]
+    assert all(snr[s] >= PARITY_DB for s in STAGES), snr
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "executorch", "mnn"])
+def test_exported_stages_match_lerobots_smolvla(reference: Path, tmp_path: Path, backend: str) -> None:
+    art = {"onnxruntime": "onnx", "executorch": "executorch", "mnn": "mnn"}[backend]
+    export_stages(build(tiny(), reference / "model.safetensors"), tmp_path, (art,), log=lambda _s: None)
+    snr = run(reference, tmp_path, (backend,))["snr_db"][backend]
+    assert all(snr[s] >= PARITY_DB for s in STAGES), snr
+
+
+def test_padded_language_tokens_do_not_change_the_actions(reference: Path) -> None:
+    """The static-shape prefix pads language to tokenizer_max_length: what stands in the padding must not matter."""
+    from omni_vla_policies.vla.parity_vla import chain
+    from omni_vla_policies.vla.runners import load_stage
+
+    io = dict(np.load(reference / "io.npz"))
+    model = build(tiny(), reference / "model.safetensors")
+    stages = {s: load_stage("torch", s, 1, model) for s in ("vision", "prefix", "step", "finish")}
+    other = io["lang_tokens"].copy()
+    other[:, 4:] = (other[:, 4:] + 17) % tiny().text.vocab_size
+    np.testing.assert_allclose(chain(stages, tiny(), {**io, "lang_tokens": other}), chain(stages, tiny(), io),
+                               atol=1e-6)
+
+
+def test_full_size_is_the_published_smolvla() -> None:
+    """SmolVLM2-500M's SigLIP + 16 text layers + a 0.75-wide expert: 450 M with the VLM's unused lm_head."""
+    arch = full()
+    with torch.device("meta"):
+        params = sum(p.numel() for p in SmolVLA(arch).parameters())
+    lm_head = arch.text.vocab_size * arch.text.hidden_size
+    assert 440e6 < params + lm_head < 460e6
+    assert (arch.image_tokens, arch.prefix_len, arch.expert_hidden, arch.expert_intermediate) == (64, 177, 720, 2048)
+
+
+def test_parity_cli_rejects_a_directory_without_reference_outputs(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "omni_vla_policies.vla.parity_vla", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "io.npz" in out.stderr
