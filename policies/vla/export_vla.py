@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict, stage_inputs, stage_modules
@@ -29,8 +30,6 @@ def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> Smol
     torch.manual_seed(seed)
     model = SmolVLA(arch).eval()
     if weights is not None:
-        from safetensors.torch import load_file  # optional: only when loading a LeRobot state_dict
-
         load_lerobot_state_dict(model, load_file(str(weights)))
     return model
 

@@ -21,7 +21,7 @@ import numpy as np
 from omni_vla_policies.vla.export_vla import build
 from omni_vla_policies.vla.model import step_time
 from omni_vla_policies.vla.runners import BACKENDS, SUFFIX, StageFn, load_stage
-from omni_vla_policies.vla.smolvla_config import SmolVLAArch
+from omni_vla_policies.vla.smolvla_config import SmolVLAArch, TextArch, VisionArch
 
 
 def spec(arch: SmolVLAArch, seed: int = 0, valid_tokens: int | None = None) -> dict:
@@ -82,8 +82,6 @@ def run(ref_dir: Path, artifacts: Path | None, backends: tuple[str, ...], thread
 def arch_from_spec(s: dict) -> SmolVLAArch:
     """The architecture a spec.json describes (the inverse of `spec`)."""
     vc, tc = s["vlm_config"]["vision_config"], s["vlm_config"]["text_config"]
-    from omni_vla_policies.vla.smolvla_config import TextArch, VisionArch
-
     return SmolVLAArch(vision=VisionArch(**{k: vc[k] for k in VisionArch.model_fields}),
                        text=TextArch(**{k: tc[k] for k in TextArch.model_fields}),
                        scale_factor=s["vlm_config"]["scale_factor"], cameras=s["cameras"], state_dim=s["state_dim"],

@@ -11,6 +11,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from omni_vla.runtime.executorch import set_executorch_threads
+from omni_vla.runtime.mnn import import_mnn
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
 
 StageFn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
@@ -49,8 +51,6 @@ def onnxruntime_stage(path: Path, stage: str, threads: int) -> StageFn:
 def executorch_stage(path: Path, stage: str, threads: int) -> StageFn:
     from executorch.runtime import Runtime  # optional: extra "export"
 
-    from omni_vla.runtime.executorch import set_executorch_threads
-
     set_executorch_threads(threads)
     program = Runtime.get().load_program(str(path))
     method = program.load_method("forward")
@@ -63,8 +63,6 @@ def executorch_stage(path: Path, stage: str, threads: int) -> StageFn:
 
 
 def mnn_stage(path: Path, stage: str, threads: int) -> StageFn:
-    from omni_vla.runtime.mnn import import_mnn
-
     MNN = import_mnn()  # noqa: N806
     rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": threads},))
     ins, outs = STAGE_IO[stage]
