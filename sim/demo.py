@@ -1,7 +1,7 @@
 """`omni-vla demo` (README command 1): the whole ROS graph in MuJoCo, in real time.
 
 Brings up sim_node, safety_supervisor and vla_node as separate processes over DDS with the shipped
-bundle, runs a few episodes of every task, prints success and loop statistics, writes a report,
+bundle (or any bundle by `--bundle`, an imported LeRobot ACT too), runs a few episodes of every task, prints success and loop statistics, writes a report,
 and shuts everything down. Between episodes it does what an operator would: e-stop, deactivate
 the policy, reset the scene, release the e-stop (the supervisor re-syncs to the measured pose),
 then start the episode and activate the policy.
@@ -19,6 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla.core.settings import node_settings
+from omni_vla.ros.graph import config_dir
+from omni_vla.runtime.chunk_loop import read_any_manifest
+from omni_vla.runtime.chunk_manifest import ChunkManifest
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import UsageError, existing_bundle, positive_int
 from omni_vla_sim.report import EpisodeResult, summarise, write_report
@@ -140,10 +144,22 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
             "vla": dict(_vla_diag(probe))}
 
 
+def check_chunk_length(bundle: Path) -> None:
+    """vla_node refuses at configure a chunk shorter than its execution horizon; say so before the graph starts
+    (otherwise the demo only sees vla_node die)."""
+    m = read_any_manifest(bundle)
+    horizon = m.action.chunk_length if isinstance(m, ChunkManifest) else m.horizon
+    params = config_dir() / "vla_node.yaml"
+    s = node_settings(params).execution_horizon
+    if horizon < s:
+        raise UsageError(f"--bundle {bundle}: chunks of {horizon} actions, shorter than vla_node's execution_horizon "
+                         f"{s} ({params}); expected a bundle with chunks of >= {s} actions, or a lower execution_horizon")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)
     p.add_argument("--bundle", type=existing_bundle, default=DEFAULT_BUNDLE,
-                   help="exported policy bundle (default: the shipped bundles/reference)")
+                   help="policy bundle, exported or imported (default: the shipped bundles/reference)")
     p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
     p.add_argument("--episodes", type=positive_int, default=2, help="per task")
     p.add_argument("--tasks", nargs="+", default=sorted(TASKS), choices=sorted(TASKS), metavar="TASK",
@@ -156,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.bundle / "manifest.json").is_file():  # the default bundle is missing from this checkout
         raise UsageError(f"--bundle {args.bundle}: not a policy bundle (no manifest.json); "
                          "pass an exported bundle, or --expert for the scripted experts")
+    check_chunk_length(args.bundle)
     domain = random.randint(1, 100)
     overrides = {
         "vla_node": {"bundle_dir": str(args.bundle.resolve()), "backend": args.backend, "autostart": True},
