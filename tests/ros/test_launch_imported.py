@@ -1,0 +1,52 @@
+"""`ros2 launch omni_vla sim.launch.py bundle_dir:=<imported bundle>`: a LeRobot ACT imported as a bundle runs in
+the simulated graph by changing only the bundle_dir launch argument, with the real ROS 2 launch system against a
+colcon install space (the helpers of test_launch_install.py): vla_node active with the imported policy, its
+proposals flowing, safe commands on the controller topic, and every node stopping cleanly on Ctrl-C."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lerobot_env import lerobot_checkpoint
+from test_launch_install import BUDGET_S, JOINTS, _run_graph, install, needs_launch  # noqa: F401 - install: fixture
+
+SPEC = {"seed": 6, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
+        "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
+        "act": {"chunk_size": 16, "n_action_steps": 8, "dim_model": 32, "n_heads": 4, "dim_feedforward": 64,
+                "n_encoder_layers": 1, "n_decoder_layers": 1, "use_vae": False}}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MNN bundle of a LeRobot-written ACT checkpoint whose instruction table knows the sim's instructions."""
+    from omni_vla_policies.lerobot_import import import_act
+    from omni_vla_sim.tasks import TASKS
+
+    root = tmp_path_factory.mktemp("launch_imported")
+    ck = lerobot_checkpoint(root, SPEC)
+    table = {i.text: [float(k == j) for j in range(len(TASKS))] for k, t in enumerate(TASKS.values()) for i in t.instructions}
+    (root / "instructions.json").write_text(json.dumps({"names": list(TASKS), "table": table}))
+    import_act(ck, root / "bundle", JOINTS, 20.0, gripper="panda_finger_joint1", backends=("mnn",),
+               instructions=root / "instructions.json")
+    return root / "bundle"
+
+
+@needs_launch
+@pytest.mark.slow
+def test_sim_launch_runs_an_imported_act_by_changing_only_bundle_dir(install: Path, imported: Path,
+                                                                     tmp_path: Path) -> None:
+    limits = install / "share" / "omni_vla" / "config" / "joint_limits.yaml"
+    run = _run_graph(install, tmp_path, "sim.launch.py", False, "", f"joint_limits_file:={limits}",
+                     f"bundle_dir:={imported}")
+    out, seen = str(run["out"]), run["seen"]
+    tail = out[-4000:]
+    assert {"active", "proposed", "safe_after_proposal"} <= set(seen), (
+        f"graph not up in {BUDGET_S:g} s: {seen}; supervisor {run['safety'][:300]}\n{tail}")
+    assert f"configured: mnn bundle {imported}," in out and "/bundles/reference" not in out, tail
+    assert run["code"] == 0, f"launch exited {run['code']}\n{tail}"
+    for name in ("sim_node", "vla_node", "safety_supervisor"):
+        assert any(f"[{name}-" in line and "process has finished cleanly" in line for line in out.splitlines()), (
+            f"{name} did not finish cleanly\n{tail}")
+    assert "Traceback" not in out and "process has died" not in out and "escalating to 'SIGTERM'" not in out, tail
+    print(f"\nsim graph with an imported ACT up (ros2 launch, MNN): {seen}")
