@@ -18,7 +18,7 @@ import torch
 
 from omni_vla.inference.client import open_chunk_runtime
 from omni_vla.runtime.bundle import sha256_file
-from omni_vla.runtime.chunk import read_chunk_manifest
+from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
 from omni_vla.runtime.chunk_manifest import CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import CheckpointError, read_act_checkpoint
@@ -94,7 +94,8 @@ def _graph_inputs(m: ChunkManifest) -> Callable[[dict, np.ndarray, np.ndarray | 
     return run
 
 
-def _runners(bundle: Path, m: ChunkManifest, threads: int, checkpoint: Path | None) -> tuple[dict[str, Runner], dict, list]:
+def _runners(bundle: Path, m: ChunkManifest, threads: int,
+             checkpoint: Path | None) -> tuple[dict[str, Runner], dict[str, str], list[ChunkRuntime]]:
     """name -> runner ("torch" first: the reference), name -> why it was skipped, and what to close."""
     shape = (m.action.chunk_length, len(m.action.joint_names))
     act = m.normalization["action"]
@@ -119,7 +120,7 @@ def _runners(bundle: Path, m: ChunkManifest, threads: int, checkpoint: Path | No
         rt = open_chunk_runtime(name, bundle, threads)
         opened.append(rt)
 
-        def run_rt(images: dict, state: np.ndarray, condition: np.ndarray | None, rt=rt) -> np.ndarray:  # noqa: ANN001
+        def run_rt(images: dict, state: np.ndarray, condition: np.ndarray | None, rt: ChunkRuntime = rt) -> np.ndarray:
             out = np.zeros(shape, np.float32)
             rt.infer(images, state, out, condition)
             return out

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from omni_vla.core.settings import node_settings
 from omni_vla.ros.graph import config_dir

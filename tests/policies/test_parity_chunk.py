@@ -64,7 +64,7 @@ def test_every_backend_of_an_imported_act_matches_eager_pytorch_on_recorded_demo
     for backend in BACKENDS:
         assert rep[backend]["snr_db"] >= PARITY_DB and rep[backend]["snr_db_delta"] >= PARITY_DB, rep
         assert 0 < rep[backend]["max_abs"] < 1e-2, rep  # measured, not a copy of the reference
-    print(f"\nparity on recorded demos: " + json.dumps({b: rep[b] for b in BACKENDS}))
+    print("\nparity on recorded demos: " + json.dumps({b: rep[b] for b in BACKENDS}))
 
 
 @pytest.mark.slow
