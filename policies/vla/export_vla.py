@@ -34,9 +34,26 @@ def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> Smol
     return model
 
 
+def export_int8(module: torch.nn.Module, args: tuple, name: str, out: Path, backend: str) -> Path:
+    """The int8 variant: onnxruntime's dynamic quantisation (int8 weights, activations quantised per call) of the
+    float ONNX, or MNN's int8 weight-only conversion (--weightQuantBits 8) of it."""
+    in_names, out_names = STAGE_IO[name]
+    fp32 = out / f"{name}.fp32.onnx"
+    if not fp32.is_file():
+        export_onnx(module, args, in_names, out_names, fp32)
+    if backend == "onnx":
+        from onnxruntime.quantization import QuantType, quantize_dynamic  # optional: extra "export", int8 variant only
+
+        quantize_dynamic(str(fp32), str(out / f"{name}.onnx"), weight_type=QuantType.QInt8)
+        return out / f"{name}.onnx"
+    convert_mnn(fp32, out / f"{name}.mnn", ["--weightQuantBits", "8"])
+    return out / f"{name}.mnn"
+
+
 def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKENDS, stages: tuple[str, ...] | None = None,
-                  log=print) -> dict:  # noqa: ANN001
-    """Each stage to each backend; returns {stage: {backend: {"bytes", "export_s"}}}."""
+                  log=print, int8: bool = False) -> dict:  # noqa: ANN001
+    """Each stage to each backend (int8: the quantised onnx/mnn variants); returns {stage: {backend: {"bytes",
+    "export_s"}}}."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "arch.json").write_text(model.arch.model_dump_json(indent=1))
     mods, ins = stage_modules(model), stage_inputs(model.arch)
@@ -47,7 +64,9 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKEND
         with torch.no_grad():
             for backend in backends:
                 t0 = time.perf_counter()
-                if backend == "onnx":
+                if int8:
+                    path = export_int8(mods[name], ins[name], name, out, backend)
+                elif backend == "onnx":
                     path = out / f"{name}.onnx"
                     export_onnx(mods[name], ins[name], in_names, out_names, path)
                 elif backend == "executorch":
@@ -60,7 +79,9 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKEND
                     convert_mnn(out / f"{name}.onnx", path)
                 report[name][backend] = {"bytes": path.stat().st_size, "export_s": round(time.perf_counter() - t0, 1)}
                 log(f"{name}.{backend}: {path.stat().st_size / 1e6:.1f} MB in {report[name][backend]['export_s']} s")
-    (out / "export.json").write_text(json.dumps({"stages": report, "versions": versions()}, indent=1))
+    for fp32 in out.glob("*.fp32.onnx"):
+        fp32.unlink()
+    (out / "export.json").write_text(json.dumps({"stages": report, "int8": int8, "versions": versions()}, indent=1))
     return report
 
 
@@ -71,16 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", type=Path, default=None, help="LeRobot SmolVLAPolicy model.safetensors")
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--stages", default="vision,prefix,step,finish")
+    p.add_argument("--int8", action="store_true", help="the quantised variant (onnx and mnn backends only)")
     args = p.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
     if bad := [b for b in backends if b not in BACKENDS]:
         print(f"unknown backend(s) {bad}: expected some of {list(BACKENDS)}", file=sys.stderr)
         return 2
+    if args.int8 and "executorch" in backends:
+        print("--int8 covers the onnx and mnn backends: pass --backends onnx,mnn", file=sys.stderr)
+        return 2
     if args.weights is not None and not args.weights.is_file():
         print(f"--weights {args.weights} is not a file: expected a LeRobot SmolVLA model.safetensors", file=sys.stderr)
         return 2
     model = build(SIZES[args.size](), args.weights)
-    export_stages(model, args.out, backends, tuple(args.stages.split(",")), log=lambda s: print(s, file=sys.stderr))
+    export_stages(model, args.out, backends, tuple(args.stages.split(",")), log=lambda s: print(s, file=sys.stderr),
+                  int8=args.int8)
     return 0
 
 

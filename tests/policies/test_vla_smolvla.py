@@ -15,9 +15,12 @@ import pytest
 import torch
 from lerobot_env import smolvla_python
 
+from omni_vla_policies.vla.bench_vla import STAGES as STAGE_NAMES
+from omni_vla_policies.vla.bench_vla import bench
 from omni_vla_policies.vla.export_vla import build, export_stages
 from omni_vla_policies.vla.model import SmolVLA
 from omni_vla_policies.vla.parity_vla import run, spec
+from omni_vla_policies.vla.runners import BACKENDS
 from omni_vla_policies.vla.smolvla_config import full, tiny
 
 REFERENCE = Path(__file__).resolve().parents[1] / "support" / "smolvla_reference.py"
@@ -36,16 +39,22 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "ref"
 
 
+@pytest.fixture(scope="module")
+def artifacts(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every stage exported to every backend with LeRobot's weights."""
+    out = tmp_path_factory.mktemp("smolvla_art")
+    export_stages(build(tiny(), reference / "model.safetensors"), out, log=lambda _s: None)
+    return out
+
+
 def test_eager_stages_match_lerobots_smolvla_per_stage_and_end_to_end(reference: Path) -> None:
     snr = run(reference, None, ("torch",))["snr_db"]["torch"]
     assert all(snr[s] >= PARITY_DB for s in STAGES), snr
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "executorch", "mnn"])
-def test_exported_stages_match_lerobots_smolvla(reference: Path, tmp_path: Path, backend: str) -> None:
-    art = {"onnxruntime": "onnx", "executorch": "executorch", "mnn": "mnn"}[backend]
-    export_stages(build(tiny(), reference / "model.safetensors"), tmp_path, (art,), log=lambda _s: None)
-    snr = run(reference, tmp_path, (backend,))["snr_db"][backend]
+def test_exported_stages_match_lerobots_smolvla(reference: Path, artifacts: Path, backend: str) -> None:
+    snr = run(reference, artifacts, (backend,))["snr_db"][backend]
     assert all(snr[s] >= PARITY_DB for s in STAGES), snr
 
 
@@ -61,6 +70,18 @@ def test_padded_language_tokens_do_not_change_the_actions(reference: Path) -> No
     other[:, 4:] = (other[:, 4:] + 17) % tiny().text.vocab_size
     np.testing.assert_allclose(chain(stages, tiny(), {**io, "lang_tokens": other}), chain(stages, tiny(), io),
                                atol=1e-6)
+
+
+def test_bench_times_every_stage_on_every_backend_and_chains_them(reference: Path, artifacts: Path) -> None:
+    res = bench(artifacts, reference / "model.safetensors", [1], BACKENDS, {s: 3 for s in STAGE_NAMES}, cold=False)
+    one = res["per_threads"]["1"]
+    arch = tiny()
+    for b in BACKENDS:
+        assert all(0 < one[s][b]["median_ms"] <= one[s][b]["p99_ms"] for s in STAGE_NAMES)
+        expected = (arch.cameras * one["vision"][b]["median_ms"] + one["prefix"][b]["median_ms"]
+                    + arch.num_steps * one["step"][b]["median_ms"] + one["finish"][b]["median_ms"])
+        assert one["chain_ms"][b] == pytest.approx(expected, abs=0.1)
+    assert all(res["flops"][s] > 0 for s in ("vision", "prefix", "step"))
 
 
 def test_full_size_is_the_published_smolvla() -> None:
