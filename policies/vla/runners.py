@@ -11,7 +11,6 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from omni_vla.runtime.executorch import set_executorch_threads
 from omni_vla.runtime.mnn import import_mnn
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
 
@@ -49,9 +48,11 @@ def onnxruntime_stage(path: Path, stage: str, threads: int) -> StageFn:
 
 
 def executorch_stage(path: Path, stage: str, threads: int) -> StageFn:
-    from executorch.runtime import Runtime  # optional: extra "export"
+    from executorch.extension.pybindings import portable_lib  # optional: extra "export"; loads for seconds, noisily
+    from executorch.runtime import Runtime  # optional: extra "export"; loads for seconds, noisily
 
-    set_executorch_threads(threads)
+    if portable_lib._threadpool_get_thread_count() != threads:  # process-wide pool; callers release programs first
+        portable_lib._unsafe_reset_threadpool(threads)
     program = Runtime.get().load_program(str(path))
     method = program.load_method("forward")
 
