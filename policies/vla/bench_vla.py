@@ -78,7 +78,7 @@ def bench_stages(art_dir: Path, model: torch.nn.Module, threads: int, backends: 
                 t0 = time.perf_counter()
                 fns[b](ins[stage])
                 times[b].append((time.perf_counter() - t0) * 1e3)
-        res[stage] = {b: {"median_ms": round(float(np.median(t)), 2), "p99_ms": round(float(np.percentile(t, 99)), 2)}
+        res[stage] = {b: {"median_ms": round(float(np.median(t)), 4), "p99_ms": round(float(np.percentile(t, 99)), 4)}
                       for b, t in times.items()}
         del fns
         gc.collect()
