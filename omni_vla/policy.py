@@ -15,25 +15,35 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from omni_vla.cameras import check_camera_name
+
 REQUIRED_METADATA = ("action_horizon", "action_dim")
 
 
 class KeyMap(BaseModel):
-    """Observation keys for each input (openpi's LIBERO/DROID-style names by default)."""
+    """Observation keys for each input (openpi's LIBERO/DROID-style names by default); cameras by name."""
 
     model_config = ConfigDict(extra="forbid")
 
-    front: str = Field("observation/image", min_length=1)
-    wrist: str = Field("observation/wrist_image", min_length=1)
+    images: dict[str, str] = Field(
+        default_factory=lambda: {"front": "observation/image", "wrist": "observation/wrist_image"}, min_length=1,
+        description="camera name (the policy's, the loop's) -> request key",
+    )
     state: str = Field("observation/state", min_length=1)
     prompt: str = Field("prompt", min_length=1)
 
     @model_validator(mode="after")
     def _distinct(self) -> "KeyMap":
-        keys = [self.front, self.wrist, self.state, self.prompt]
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"request keys must be distinct, got {keys}")
+        for name in self.images:
+            check_camera_name(name)
+        keys = self.all()
+        if len(set(keys)) != len(keys) or not all(keys):
+            raise ValueError(f"request keys must be distinct and non-empty, got {keys}")
         return self
+
+    def all(self) -> list[str]:
+        """Every request key: the images', the state's and the prompt's."""
+        return [*self.images.values(), self.state, self.prompt]
 
 
 @runtime_checkable

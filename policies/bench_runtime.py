@@ -102,7 +102,7 @@ def fixed_inputs(bundle_dir: Path, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def _call(rt, x: dict[str, np.ndarray], prefix_len: int) -> None:  # noqa: ANN001
-    rt.infer(x["front"], x["wrist"], x["state"], x["instruction"], x["prefix"], prefix_len, x["noise"], x["out"])
+    rt.infer({"front": x["front"], "wrist": x["wrist"]}, x["state"], x["instruction"], x["prefix"], prefix_len, x["noise"], x["out"])
 
 
 def process_age_s() -> float:

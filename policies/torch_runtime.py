@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import torch
@@ -42,9 +43,9 @@ class TorchRuntime(BundleRuntimeBase):
         return self.model.prefix_encoder(t(front), t(wrist), t(state), t(instruction)).numpy().copy()
 
     @torch.inference_mode()
-    def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+    def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: np.ndarray,
               prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
-        self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
+        front, wrist = self._check_inputs(images, state, instruction, prefix, prefix_len, noise, out)
         t = torch.from_numpy
         self._set_mask(prefix_len)
         self._last = (t(front), t(wrist), t(state), t(instruction))

@@ -14,7 +14,7 @@ import numpy as np
 
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.settings import LoopSettings
-from omni_vla.inference.client import SyncInference, open_runtime
+from omni_vla.inference.client import SyncInference, copy_runtime_shape, open_runtime
 from omni_vla_sim import robot
 from omni_vla_sim.experts import ScriptedExpert
 from omni_vla_sim.remote import make_replanner
@@ -36,9 +36,7 @@ class TimedRuntime:
     def __init__(self, runtime: Any) -> None:
         self._rt = runtime
         self.latencies_ms: list[float] = []
-        for name in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
-            setattr(self, name, getattr(runtime, name))
-        self.joint_names = list(getattr(runtime, "joint_names", None) or [])
+        copy_runtime_shape(self, runtime)
 
     def encode_instruction(self, text: str) -> np.ndarray:
         return self._rt.encode_instruction(text)
@@ -126,7 +124,7 @@ class CloudAgent:
 
     def __init__(self, settings: Any, env: Any, seed: int) -> None:
         self.hz = env.config.control_hz
-        self.horizon = settings.execution_horizon
+        self.horizon = settings.execution_horizon  # 0: re-plan with a quarter of the current plan left
         self.now = 0.0
         self.replanner = make_replanner(settings, env, lambda: self.now, stall=False)
         self.rows = np.zeros((0, 8))
@@ -137,7 +135,7 @@ class CloudAgent:
     def act(self, obs: dict, tick: int) -> np.ndarray | None:
         self.now = tick / self.hz
         left = self.start + len(self.rows) - tick
-        if left <= self.horizon and self.replanner.release is None:
+        if left <= (self.horizon or len(self.rows) // 4) and self.replanner.release is None:
             self.replanner.request_plan("cloud policy")
         self.replanner.observe(obs, tick, self.now)
         plan = self.replanner.poll(self.now, tick)

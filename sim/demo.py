@@ -147,7 +147,7 @@ def check_chunk_length(bundle: Path) -> None:
     m = read_any_manifest(bundle)
     horizon = m.action.chunk_length if isinstance(m, ChunkManifest) else m.horizon
     params = config_dir() / "vla_node.yaml"
-    s = node_settings(params).execution_horizon
+    s = node_settings(params).execution_horizon  # 0: the bundle's own execute_steps, within its chunk
     if horizon < s:
         raise UsageError(f"--bundle {bundle}: chunks of {horizon} actions, shorter than vla_node's execution_horizon "
                          f"{s} ({params}); expected a bundle with chunks of >= {s} actions, or a lower execution_horizon")

@@ -53,7 +53,7 @@ class PandaTaskEnv:
         self._grip_site = self.model.site("grip").id
         self._renderer: mujoco.Renderer | None = None
         size = self.config.image_size
-        self._images = {cam: np.zeros((size, size, 3), np.uint8) for cam in ("front", "wrist")}
+        self._images = {cam: np.zeros((size, size, 3), np.uint8) for cam in robot.CAMERAS}
         self.instruction: tasks.Instruction = self.task.instructions[0]
         self.steps = 0
         self.seed: int | None = None
@@ -143,8 +143,8 @@ class PandaTaskEnv:
         obs: dict[str, Any] = {"qpos": qpos, "qvel": qvel, "instruction": self.instruction.text,
                                "ee_pos": self.data.site_xpos[self._grip_site].copy()}
         if self.config.render:
-            obs["front"] = self.render("front").copy()
-            obs["wrist"] = self.render("wrist").copy()
+            for camera in robot.CAMERAS:
+                obs[camera] = self.render(camera).copy()
         return obs
 
     def render(self, camera: str) -> np.ndarray:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tqdm import tqdm
 
 import omni_vla
+from omni_vla.cameras import missing_cameras
 from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, RuntimeBackend, Strategy, node_settings
 from omni_vla.tools.errors import describe, is_user_error, non_negative_int, positive_int
 from omni_vla.tools.outputs import native_stdout_silenced
@@ -67,7 +68,7 @@ class EvalSettings(BaseModel):
     strategy: Strategy = NODE.strategy
     # The node's: its delay is ceil(p95 latency / tick), so any inference latency is at least one tick.
     delay_ticks: int = Field(1, ge=0, le=8)
-    execution_horizon: int = Field(NODE.execution_horizon, ge=1)
+    execution_horizon: int = Field(NODE.execution_horizon, ge=0, description="0: the bundle's execute_steps")
     noise_scale: float = Field(NODE.noise_scale, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
     threads: int = Field(NODE.threads, ge=1)
     image_size: int = Field(128, ge=16)
@@ -285,6 +286,9 @@ def preflight(settings: EvalSettings) -> None:
     """Fail before any episode: bad bundle, unreachable server."""
     if settings.bundle_dir is not None:
         runtime = shared_runtime(settings.backend, str(settings.bundle_dir), settings.threads)
+        problem = missing_cameras(runtime.cameras, robot.CAMERAS, "the simulated robot")
+        if problem is not None:
+            raise ValueError(f"{settings.bundle_dir}: {problem}")
         if settings.execution_horizon > runtime.horizon:
             raise ValueError(f"execution horizon {settings.execution_horizon} is longer than the bundle's chunk "
                              f"length {runtime.horizon} ({settings.bundle_dir}); expected 1..{runtime.horizon}")

@@ -119,7 +119,7 @@ class ObservationCheck:
         bad = _first_non_finite(obs, "")
         if bad:
             raise ObservationRejected(f"{bad}: every number in a request must be finite")
-        for key in (self.keys.front, self.keys.wrist):
+        for key in self.keys.images.values():
             if key in obs:
                 try:
                     check_image(obs[key])

@@ -11,6 +11,8 @@ from omni_vla_safety.limits import JointLimits, load_joint_limits
 ARM_JOINTS: tuple[str, ...] = tuple(f"panda_joint{i}" for i in range(1, 8))
 GRIPPER_JOINT = "panda_finger_joint1"
 JOINT_NAMES: tuple[str, ...] = ARM_JOINTS + (GRIPPER_JOINT,)
+# The cameras the scene renders (panda_xml: "wrist" on the hand, "front" on the table), by the names policies use.
+CAMERAS: tuple[str, ...] = ("front", "wrist")
 HOME_QPOS: tuple[float, ...] = (0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04)
 DEFAULT_LIMITS_FILE = Path(__file__).resolve().parent.parent / "config" / "joint_limits.yaml"
 

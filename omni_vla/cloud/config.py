@@ -104,7 +104,7 @@ class ReplanConfig(_Strict):
 
     @model_validator(mode="after")
     def _no_key_clash(self) -> "ReplanConfig":
-        clash = set(self.extra_fields) & {self.keys.front, self.keys.wrist, self.keys.state, self.keys.prompt}
+        clash = set(self.extra_fields) & set(self.keys.all())
         if clash:
             raise ValueError(f"extra_fields would overwrite observation keys {sorted(clash)}")
         return self

@@ -161,7 +161,7 @@ def _child_main(config_json: str, api_key: str | None, requests: Any, events: An
     net = _network_side().PlanNetwork(config, api_key, sink)  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
     slots: FrameSlots | None = None
-    keys = (config.keys.front, config.keys.wrist)
+    keys = tuple(config.keys.images.values())
 
     def frames_of(args: tuple) -> tuple | None:
         """("submit", (req, shm name, shapes, slot, seq)) -> (req with its frames,) or None if overwritten."""
@@ -216,7 +216,7 @@ class ProcessHost:
         self._closing = threading.Event()
         self._receiver: threading.Thread | None = None
         self._slots: FrameSlots | None = None
-        self._keys = (config.keys.front, config.keys.wrist)
+        self._keys = tuple(config.keys.images.values())
         self.restarts = 0
 
     def start(self, timeout: float = 30.0) -> None:

@@ -146,7 +146,7 @@ class PlanNetwork:
         size = self.config.image_size
         if size:
             keys = self.config.keys
-            for key in (keys.front, keys.wrist):
+            for key in keys.images.values():
                 img = payload[key]
                 if img.shape[:2] != (size, size):
                     payload[key] = cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)

@@ -286,7 +286,7 @@ class Replanner:
     def _payload(self, obs: Mapping[str, Any]) -> dict:
         keys, d = self.config.keys, self.config.action_dim
         payload: dict[str, Any] = dict(self.config.extra_fields)
-        for name, key in (("front", keys.front), ("wrist", keys.wrist)):
+        for name, key in keys.images.items():
             img = obs.get(name)
             if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
                 raise ValueError(f"observation {name!r} must be a uint8 [H, W, 3] image, got "

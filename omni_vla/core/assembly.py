@@ -29,7 +29,8 @@ class Loop:
         self.inference = inference
         self.replanner = replanner
         self.controller = Controller(settings, inference, replanner=replanner)
-        self.store = ObservationStore(settings.joint_names, clock, stamp_clock, settings.max_future_stamp_s)
+        self.store = ObservationStore(settings.joint_names, clock, stamp_clock, settings.max_future_stamp_s,
+                                      cameras=[c.name for c in inference.cameras])
         self.command = np.zeros(len(settings.joint_names), np.float64)
         self.commands = 0
 
@@ -74,6 +75,10 @@ def check_joint_names(settings: LoopSettings, policy_joints: list[str]) -> None:
 
 def build_loop(settings: LoopSettings, inference: InferenceClient, replanner: Any = None,
                clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None) -> Loop:
-    """The assembled loop; refuses joints, horizons or shapes that do not fit the policy."""
+    """The assembled loop; refuses joints, horizons or shapes that do not fit the policy.
+
+    A 0 rate or execution horizon in `settings` means the policy's own (its bundle's control rate and
+    steps per chunk); `Loop.settings` holds the values the loop runs at."""
+    settings = settings.for_policy(getattr(inference, "control_rate_hz", None), getattr(inference, "execute_steps", None))
     check_joint_names(settings, list(getattr(inference, "joint_names", None) or []))
     return Loop(settings, inference, replanner, clock, stamp_clock)

@@ -42,6 +42,8 @@ class Controller:
             raise ValueError(
                 f"{len(config.joint_names)} joint_names {config.joint_names} but the policy outputs {d} actions"
             )
+        if config.rate_hz <= 0:
+            raise ValueError(f"rate_hz {config.rate_hz} must be > 0 (a 0 is resolved from the bundle by build_loop)")
         if not 1 <= config.execution_horizon <= h:
             raise ValueError(f"execution_horizon {config.execution_horizon} must be in 1..H={h}")
         self.config = config
@@ -51,8 +53,7 @@ class Controller:
         # A cloud plan is queued whole (up to the re-planner's max_horizon), then local chunks resume.
         self.queue = ChunkQueue(h, d, replanner.config.max_horizon if replanner is not None else h)
         self.action = np.zeros(d, np.float64)
-        self._front = PolicyImage(inference.image_size)
-        self._wrist = PolicyImage(inference.image_size)
+        self._images = [(c.name, PolicyImage(c.height, c.width)) for c in inference.cameras]
         self._request_at = h - config.execution_horizon
         self._lat = np.zeros(config.latency_window, np.float64)
         self._lat_sorted = np.zeros(config.latency_window, np.float64)
@@ -73,8 +74,9 @@ class Controller:
         self.replanner = replanner
         self.last_rejection = ""
         self.last_prefix_len = 0
-        self._missing = {"front": "waiting for the first front camera image",
-                         "wrist": "waiting for the first wrist camera image", "joints": "waiting for the first joint state"}
+        self._inputs = (*(c.name for c in inference.cameras), "joints")  # what must be present and fresh
+        self._what = {**{c.name: f"{c.name} camera image" for c in inference.cameras}, "joints": "joint state"}
+        self._missing = {k: f"waiting for the first {v}" for k, v in self._what.items()}
         self._stale = self._stale_reasons(config.max_obs_age_s)
 
     # ----- the tick ---------------------------------------------------------------------------
@@ -138,10 +140,8 @@ class Controller:
         self.config = config
 
     # ----- internals --------------------------------------------------------------------------
-    @staticmethod
-    def _stale_reasons(age: float) -> dict[str, str]:
-        return {k: f"{v} older than max_obs_age_s={age:g} s" for k, v in
-                (("front", "front camera image"), ("wrist", "wrist camera image"), ("joints", "joint state"))}
+    def _stale_reasons(self, age: float) -> dict[str, str]:
+        return {k: f"{v} older than max_obs_age_s={age:g} s" for k, v in self._what.items()}
 
     def _splice_cloud_plan(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
         """A validated, time-aligned cloud plan replaces the queue from this tick (never blocks).
@@ -174,16 +174,13 @@ class Controller:
 
     def _input_problem(self, obs: Mapping[str, Any], now: float) -> tuple[str, str] | None:
         """(WAITING, which input never came) or (STALE, which input is too old), or None."""
-        if obs.get("front") is None:
-            return WAITING, self._missing["front"]
-        if obs.get("wrist") is None:
-            return WAITING, self._missing["wrist"]
-        if obs.get("qpos") is None:
-            return WAITING, self._missing["joints"]
+        for key in self._inputs:
+            if obs.get("qpos" if key == "joints" else key) is None:
+                return WAITING, self._missing[key]
         stamps = obs.get("stamps")
         if stamps:
             limit = self.config.max_obs_age_s
-            for key in ("front", "wrist", "joints"):
+            for key in self._inputs:
                 t = stamps.get(key)
                 if t is None:
                     return WAITING, self._missing[key]
@@ -221,8 +218,8 @@ class Controller:
     def _request(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
         inf = self.inference
         try:
-            self._front(obs["front"], inf.front)
-            self._wrist(obs["wrist"], inf.wrist)
+            for name, convert in self._images:
+                convert(obs[name], inf.images[name])
         except ImageRejected as exc:
             self.counts["rejected_images"] += 1
             self.last_rejection = str(exc)

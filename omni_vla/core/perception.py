@@ -4,7 +4,8 @@ Two stages, both allocation-free once buffers exist:
 - ingest (ObservationStore, called from ROS callbacks): check the frame, convert bgr8 to RGB with
   cvtColor(dst=...) into the newest-frame buffer, and copy joint positions by name;
 - policy input (PolicyImage, called by the controller when it requests a chunk): cv2.resize with
-  INTER_AREA into a preallocated 64x64 buffer, then HWC uint8 -> CHW float32 in [0, 1] in place.
+  INTER_AREA into a preallocated buffer at the camera's input resolution, then HWC uint8 -> CHW float32
+  in [0, 1] in place.
 Each property of an input is checked in one place: the message's byte layout in the ROS adapter
 (ros/node.py image_array), encoding, dtype, shape and size here, presence and age in the controller,
 and the runtime checks only the arrays handed to it (its own API).
@@ -17,6 +18,8 @@ from typing import Any, Callable, Sequence
 
 import cv2
 import numpy as np
+
+from omni_vla.cameras import REFERENCE_CAMERAS, check_camera_name
 
 ENCODINGS = ("rgb8", "bgr8")
 MIN_SIDE, MAX_SIDE = 8, 4096
@@ -51,20 +54,21 @@ def check_image(image: Any, encoding: str = "rgb8") -> None:
 
 
 class PolicyImage:
-    """RGB uint8 [H, W, 3] -> float32 [1, 3, S, S] in [0, 1], through preallocated buffers."""
+    """RGB uint8 [h, w, 3] -> float32 [1, 3, H, W] in [0, 1], through preallocated buffers."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._resized = np.zeros((size, size, 3), np.uint8)
-        self._rgb = np.zeros((size, size, 3), np.uint8)
+    def __init__(self, height: int, width: int | None = None) -> None:
+        """The policy's input resolution for this camera (square when `width` is not given)."""
+        self.height, self.width = height, height if width is None else width
+        self._resized = np.zeros((self.height, self.width, 3), np.uint8)
+        self._rgb = np.zeros((self.height, self.width, 3), np.uint8)
         self._scale = np.float32(255.0)
 
     def __call__(self, image: np.ndarray, out: np.ndarray, encoding: str = "rgb8") -> None:
         check_image(image, encoding)
-        s = self.size
+        h, w = self.height, self.width
         src = image
-        if image.shape[0] != s or image.shape[1] != s:
-            cv2.resize(image, (s, s), dst=self._resized, interpolation=cv2.INTER_AREA)
+        if image.shape[0] != h or image.shape[1] != w:
+            cv2.resize(image, (w, h), dst=self._resized, interpolation=cv2.INTER_AREA)
             src = self._resized
         if encoding == "bgr8":
             cv2.cvtColor(src, cv2.COLOR_BGR2RGB, dst=self._rgb)
@@ -75,9 +79,9 @@ class PolicyImage:
 class ObservationStore:
     """The newest frames and joint state, written by subscriber callbacks, read by the tick.
 
-    `obs` follows the shared observation contract ({"front", "wrist", "qpos", "qvel",
-    "instruction"}) plus "stamps" (capture times on the loop's `clock`), so the controller checks
-    staleness. Callers hold `lock` while reading `obs`; writers take it only for the copy.
+    `obs` follows the shared observation contract: one frame per camera under the camera's name
+    ("front", "wrist" for the reference policy), "qpos", "qvel", "instruction", plus "stamps" (capture
+    times on the loop's `clock`, per camera and "joints"), so the controller checks staleness. Callers hold `lock` while reading `obs`; writers take it only for the copy.
 
     Capture time: a writer may pass the message's own stamp (seconds on `stamp_clock`, the time base
     of the senders: ROS time); its age then is `stamp_clock() - stamp`, and the capture time on the
@@ -87,9 +91,11 @@ class ObservationStore:
     """
 
     def __init__(self, joint_names: Sequence[str], clock: Callable[[], float] = time.perf_counter,
-                 stamp_clock: Callable[[], float] | None = None, max_future_stamp_s: float = 0.0) -> None:
-        """`stamp_clock`: the senders' time base (None: the same as `clock`)."""
+                 stamp_clock: Callable[[], float] | None = None, max_future_stamp_s: float = 0.0,
+                 cameras: Sequence[str] = REFERENCE_CAMERAS) -> None:
+        """`stamp_clock`: the senders' time base (None: the same as `clock`); `cameras`: the policy's, by name."""
         self.joint_names = list(joint_names)
+        self.cameras = tuple(check_camera_name(c) for c in cameras)
         self.clock = clock
         self.stamp_clock = stamp_clock if stamp_clock is not None else clock
         self.max_future_stamp_s = max_future_stamp_s
@@ -97,9 +103,9 @@ class ObservationStore:
         self.last_stamp_fallback = ""
         self.lock = threading.Lock()
         n = len(self.joint_names)
-        self.stamps: dict[str, float | None] = {"front": None, "wrist": None, "joints": None}
+        self.stamps: dict[str, float | None] = {**dict.fromkeys(self.cameras), "joints": None}
         self.obs: dict[str, Any] = {
-            "front": None, "wrist": None, "qpos": None, "qvel": None, "instruction": None, "stamps": self.stamps,
+            **dict.fromkeys(self.cameras), "qpos": None, "qvel": None, "instruction": None, "stamps": self.stamps,
         }
         self._qpos = np.zeros(n, np.float64)
         self._qvel = np.zeros(n, np.float64)
@@ -125,8 +131,8 @@ class ObservationStore:
 
     def put_image(self, camera: str, image: np.ndarray, encoding: str, stamp: float | None = None) -> None:
         """Copy a validated frame (as RGB) into the camera's buffer; raises ImageRejected."""
-        if camera not in ("front", "wrist"):
-            raise ValueError(f"unknown camera {camera!r}")
+        if camera not in self.cameras:
+            raise ValueError(f"unknown camera {camera!r}; the policy reads {list(self.cameras)}")
         check_image(image, encoding)
         captured = self.captured(camera, stamp)
         with self.lock:

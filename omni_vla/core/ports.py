@@ -1,7 +1,7 @@
 """What the core needs from the layers below it, as protocols: the core imports no client or runtime.
 
 An inference client computes action chunks asynchronously for the controller: the controller writes
-a request's inputs into the client's own preallocated arrays (`front`, `wrist`, `state`, `prefix`),
+a request's inputs into the client's own preallocated arrays (`images` by camera name, `state`, `prefix`),
 calls `submit`, and `poll`s once per tick; at most one request is in flight
 (implementations: omni_vla.inference.client.SyncInference, omni_vla.inference.worker.ProcessInference).
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+
+from omni_vla.cameras import CameraInput
 
 
 class ChunkResult:
@@ -30,11 +32,10 @@ class InferenceClient(Protocol):
     horizon: int
     action_dim: int
     max_prefix: int
-    image_size: int
+    cameras: tuple[CameraInput, ...]  # the policy's cameras by name, at their input resolution
     embedding_dim: int
     joint_names: list[str]  # the policy's action order; empty when the runtime does not say
-    front: np.ndarray  # float32 [1, 3, S, S]
-    wrist: np.ndarray
+    images: dict[str, np.ndarray]  # per camera: float32 [1, 3, H, W]
     state: np.ndarray  # float32 [1, D]
     prefix: np.ndarray  # float32 [1, H, D]
 

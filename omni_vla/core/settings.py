@@ -4,7 +4,7 @@
 the evaluation suite and the loop benchmark all build their loop from it (omni_vla.assembly), and the
 suite takes its defaults from the node's parameter file, so every default lives here once.
 `WorkerSettings` is how the inference worker process is supervised; `VlaNodeConfig` adds the bundle,
-backend and ROS wiring. ROS parameters are flat ("topics.front_image"), so `from_ros_parameters`
+backend and ROS wiring. ROS parameters are flat ("topics.joint_states"), so `from_ros_parameters`
 rebuilds the nesting before validating.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omni_vla import JOINT_NAMES
+from omni_vla.cameras import parse_camera_topics
 
 Strategy = Literal["naive", "average", "rtc"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -33,12 +34,16 @@ class LoopSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rate_hz: float = Field(20.0, gt=0, le=1000, description="control rate (ticks per second)")
+    rate_hz: float = Field(
+        20.0, ge=0, le=1000, description="control rate (ticks per second); 0: the bundle's control_rate_hz"
+    )
     strategy: Strategy = Field(
         "naive", description="how a new chunk is spliced into the queue (naive: best on validation at the node's delay)"
     )
     execution_horizon: int = Field(
-        12, ge=1, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d)"
+        12, ge=0,
+        description="s: actions executed from each chunk before the next is requested (d <= s <= H - d); "
+                    "0: the bundle's execute_steps",
     )
     max_obs_age_s: float = Field(
         0.5, gt=0, description="camera/joint data older than this (by header.stamp) -> no command, STALE"
@@ -71,6 +76,17 @@ class LoopSettings(BaseModel):
     def period_s(self) -> float:
         return 1.0 / self.rate_hz
 
+    def for_policy(self, control_rate_hz: float | None, execute_steps: int | None) -> "LoopSettings":
+        """These settings with each 0 ("the bundle's") replaced by the policy's own value; refused if it has none."""
+        update: dict[str, float | int] = {}
+        for key, value, what in (("rate_hz", control_rate_hz, "control_rate_hz"),
+                                 ("execution_horizon", execute_steps, "execute_steps")):
+            if getattr(self, key) == 0:
+                if not value:
+                    raise ValueError(f"{key} is 0 (the bundle's) but the bundle states no {what}: set {key}")
+                update[key] = value
+        return self.model_copy(update=update) if update else self
+
 
 class WorkerSettings(BaseModel):
     """How the inference worker process is watched and restarted."""
@@ -88,8 +104,10 @@ class TopicsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    front_image: str = Field("/camera/front/image_raw", description="front camera (sensor_msgs/Image)")
-    wrist_image: str = Field("/camera/wrist/image_raw", description="wrist camera (sensor_msgs/Image)")
+    cameras: list[str] = Field(
+        default_factory=lambda: ["front=/camera/front/image_raw", "wrist=/camera/wrist/image_raw"], min_length=1,
+        description="'name=topic' per camera (sensor_msgs/Image); every camera the bundle names needs one",
+    )
     joint_states: str = Field("/joint_states", description="measured joint positions (sensor_msgs/JointState)")
     instruction: str = Field("/omni_vla/instruction", description="task instruction (std_msgs/String, latched)")
     proposed_command: str = Field(
@@ -98,6 +116,16 @@ class TopicsConfig(BaseModel):
     diagnostics: str = Field("/diagnostics", description="diagnostic_msgs/DiagnosticArray output")
     replan_request: str = Field("/omni_vla/replan", description="std_msgs/String (the reason): ask the cloud for a plan")
     request_plan_service: str = Field("/omni_vla/request_plan", description="std_srvs/Trigger: the same, as a service")
+
+    @field_validator("cameras")
+    @classmethod
+    def _camera_entries(cls, entries: list[str]) -> list[str]:
+        parse_camera_topics(entries)
+        return entries
+
+    def camera_topics(self) -> dict[str, str]:
+        """camera name -> topic."""
+        return parse_camera_topics(self.cameras)
 
 
 class VlaNodeConfig(LoopSettings, WorkerSettings):
@@ -134,7 +162,7 @@ class VlaNodeConfig(LoopSettings, WorkerSettings):
 
     @classmethod
     def from_ros_parameters(cls, flat: dict[str, Any]) -> "VlaNodeConfig":
-        """Validate flat ROS parameters ("topics.front_image": ...) into the nested model."""
+        """Validate flat ROS parameters ("topics.joint_states": ...) into the nested model."""
         nested: dict[str, Any] = {}
         for key, value in flat.items():
             head, _, tail = key.partition(".")
@@ -146,7 +174,7 @@ class VlaNodeConfig(LoopSettings, WorkerSettings):
 
 
 def flat_parameters(params: dict[str, Any]) -> dict[str, Any]:
-    """Nested parameters -> flat ROS names ("topics.front_image"), paths as strings, lists kept."""
+    """Nested parameters -> flat ROS names ("topics.joint_states"), paths as strings, lists kept."""
     out: dict[str, Any] = {}
     for key, value in params.items():
         if isinstance(value, dict):

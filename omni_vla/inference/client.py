@@ -1,7 +1,7 @@
 """How the controller gets action chunks: the client interface, and the in-process synchronous client.
 
-The controller writes a request's inputs into the client's own preallocated arrays (`front`,
-`wrist`, `state`, `prefix`), calls `submit`, and `poll`s once per tick. At most one request is in
+The controller writes a request's inputs into the client's own preallocated arrays (`images` by
+camera name, `state`, `prefix`), calls `submit`, and `poll`s once per tick. At most one request is in
 flight. Two clients implement this:
 
 - SyncInference (here): runs the runtime in the caller's thread at submit time and releases the
@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from omni_vla.cameras import CameraInput
 from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
 from omni_vla.runtime.chunk import ChunkRuntime
@@ -62,10 +63,29 @@ def instruction_error(text: str, exc: BaseException) -> str:
     return f"cannot use instruction {text!r}: {detail}"
 
 
+# What a client (or a wrapper) takes over from its runtime: the shapes of every request.
+RUNTIME_SHAPE = ("backend", "horizon", "action_dim", "max_prefix", "cameras", "embedding_dim")
+# What a runtime may say about how it is meant to run (None when it does not: the loop's settings must).
+RUNTIME_HINTS = ("control_rate_hz", "execute_steps")
+
+
+def runtime_shape(rt: PolicyRuntime) -> dict[str, object]:
+    """The runtime's shapes as plain data (picklable: the worker sends them to the loop process)."""
+    shape: dict[str, object] = {name: getattr(rt, name) for name in RUNTIME_SHAPE}
+    shape["cameras"] = tuple(CameraInput(*c) for c in rt.cameras)
+    shape.update({name: getattr(rt, name, None) for name in RUNTIME_HINTS})
+    shape["joint_names"] = list(getattr(rt, "joint_names", None) or [])
+    return shape
+
+
 def copy_runtime_shape(dst: object, rt: PolicyRuntime) -> None:
-    for name in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
-        setattr(dst, name, getattr(rt, name))
-    dst.joint_names = list(getattr(rt, "joint_names", None) or [])  # type: ignore[attr-defined]
+    for name, value in runtime_shape(rt).items():
+        setattr(dst, name, value)
+
+
+def camera_buffers(cameras: tuple[CameraInput, ...]) -> dict[str, np.ndarray]:
+    """One preallocated float32 [1, 3, H, W] input per camera, by name."""
+    return {c.name: np.zeros((1, 3, c.height, c.width), np.float32) for c in cameras}
 
 
 def checked_noise_scale(scale: float) -> float:
@@ -94,9 +114,8 @@ class RuntimeInputs:
         self.runtime = runtime
         self.noise_scale = checked_noise_scale(noise_scale)
         copy_runtime_shape(self, runtime)
-        s, h, d = self.image_size, self.horizon, self.action_dim
-        self.front = np.zeros((1, 3, s, s), np.float32)
-        self.wrist = np.zeros((1, 3, s, s), np.float32)
+        h, d = self.horizon, self.action_dim
+        self.images = camera_buffers(self.cameras)
         self.state = np.zeros((1, d), np.float32)
         self.prefix = np.zeros((1, h, d), np.float32)
         self.noise = np.zeros((1, h, d), np.float32)
@@ -106,7 +125,7 @@ class RuntimeInputs:
     def run(self, prefix_len: int, out: np.ndarray) -> None:
         """Fresh noise (scaled in place), then one full inference into `out` [H, D]."""
         draw_noise(self._rng, self.noise, self.noise_scale)
-        self.runtime.infer(self.front, self.wrist, self.state, self.instruction, self.prefix, prefix_len, self.noise, out)
+        self.runtime.infer(self.images, self.state, self.instruction, self.prefix, prefix_len, self.noise, out)
 
 
 class SyncInference(RuntimeInputs):

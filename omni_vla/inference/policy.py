@@ -20,7 +20,11 @@ class BundlePolicy:
         self.runtime = open_runtime(backend, str(bundle_dir), threads)
         self.inputs = RuntimeInputs(self.runtime, seed)
         h, d = self.runtime.horizon, self.runtime.action_dim
-        self._front_img, self._wrist_img = PolicyImage(self.runtime.image_size), PolicyImage(self.runtime.image_size)
+        unmapped = [c.name for c in self.runtime.cameras if c.name not in self.keys.images]
+        if unmapped:
+            self.runtime.close()
+            raise ValueError(f"the policy reads camera(s) {unmapped} but keys.images maps only {sorted(self.keys.images)}")
+        self._images = [(self.keys.images[c.name], c.name, PolicyImage(c.height, c.width)) for c in self.runtime.cameras]
         self._prompt: str | None = None
         self.metadata = {"policy": "bundle", "backend": backend, "action_horizon": h, "action_dim": d}
 
@@ -29,11 +33,11 @@ class BundlePolicy:
 
     def infer(self, obs: dict) -> dict:
         k, x = self.keys, self.inputs
-        for key in (k.front, k.wrist, k.state, k.prompt):
+        for key in (*(key for key, _, _ in self._images), k.state, k.prompt):
             if key not in obs:
                 raise ValueError(f"request has no {key!r}; keys: {sorted(map(str, obs))}")
-        self._front_img(obs[k.front], x.front)
-        self._wrist_img(obs[k.wrist], x.wrist)
+        for key, camera, convert in self._images:
+            convert(obs[key], x.images[camera])
         state = np.asarray(obs[k.state], dtype=np.float32)
         if state.shape != x.state.shape[1:]:
             raise ValueError(f"{k.state!r} has shape {state.shape}, expected {x.state.shape[1:]}")

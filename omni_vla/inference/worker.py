@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla.cameras import CameraInput
 from omni_vla.core.settings import WorkerSettings
 from omni_vla.inference.client import (
-    ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime,
+    ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime, runtime_shape,
 )
 
 REQ_SEQ, REQ_TICK, PREFIX_LEN, RESP_SEQ, DONE_NS, INFER_NS = range(6)
@@ -38,12 +39,12 @@ _ALIGN = 64
 class SharedLayout:
     """Byte layout of the shared block; parent and child build identical views from the shapes."""
 
-    def __init__(self, horizon: int, action_dim: int, image_size: int, embedding_dim: int) -> None:
-        s, h, d, e = image_size, horizon, action_dim, embedding_dim
+    def __init__(self, horizon: int, action_dim: int, cameras: tuple[CameraInput, ...], embedding_dim: int) -> None:
+        h, d, e = horizon, action_dim, embedding_dim
+        self.cameras = tuple(c.name for c in cameras)
         self.fields: list[tuple[str, type, tuple[int, ...]]] = [
             ("header", np.int64, (HEADER_LEN,)),
-            ("front", np.float32, (1, 3, s, s)),
-            ("wrist", np.float32, (1, 3, s, s)),
+            *((f"image:{c.name}", np.float32, (1, 3, c.height, c.width)) for c in cameras),
             ("state", np.float32, (1, d)),
             ("prefix", np.float32, (1, h, d)),
             ("instruction", np.float32, (1, e)),
@@ -57,11 +58,19 @@ class SharedLayout:
             off += -(-nbytes // _ALIGN) * _ALIGN
         self.size = off
 
+    @classmethod
+    def of(cls, shape: dict[str, Any]) -> "SharedLayout":
+        return cls(shape["horizon"], shape["action_dim"], shape["cameras"], shape["embedding_dim"])
+
     def views(self, buf: memoryview) -> dict[str, np.ndarray]:
         return {
             name: np.ndarray(shape, dtype=dtype, buffer=buf, offset=off)
             for (name, dtype, shape), off in zip(self.fields, self.offsets)
         }
+
+    def images(self, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The camera inputs of `views`, by camera name."""
+        return {name: views[f"image:{name}"] for name in self.cameras}
 
 
 def _child_main(
@@ -75,18 +84,19 @@ def _child_main(
     except Exception:
         resp.send(("error", traceback.format_exc(limit=4)))
         raise SystemExit(1)
-    shape = {k: getattr(runtime, k) for k in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim")}
-    shape["joint_names"] = list(getattr(runtime, "joint_names", None) or [])
+    shape = runtime_shape(runtime)
     resp.send(("meta", shape))
     _, name = req.recv()
     shm = SharedMemory(name=name)
-    v = SharedLayout(shape["horizon"], shape["action_dim"], shape["image_size"], shape["embedding_dim"]).views(shm.buf)
+    layout = SharedLayout.of(shape)
+    v = layout.views(shm.buf)
+    images = layout.images(v)
     hdr = v["header"]
     noise = np.zeros((1, shape["horizon"], shape["action_dim"]), np.float32)
     rng = np.random.default_rng(seed)
     scratch = np.zeros_like(v["out"])
     for _ in range(2):  # warm-up on zeros, into a scratch output (the parent may read `out`)
-        runtime.infer(v["front"], v["wrist"], v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
+        runtime.infer(images, v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
     resp.send(("ready", None))
     bad_instruction = b""
     try:
@@ -102,10 +112,7 @@ def _child_main(
             elif kind == b"r":
                 draw_noise(rng, noise, noise_scale)
                 t = time.perf_counter_ns()
-                runtime.infer(
-                    v["front"], v["wrist"], v["state"], v["instruction"], v["prefix"], int(hdr[PREFIX_LEN]),
-                    noise, v["out"],
-                )
+                runtime.infer(images, v["state"], v["instruction"], v["prefix"], int(hdr[PREFIX_LEN]), noise, v["out"])
                 done = time.perf_counter_ns()
                 hdr[INFER_NS] = done - t
                 hdr[DONE_NS] = done
@@ -122,7 +129,7 @@ def _child_main(
                 return
     finally:
         runtime.close()
-        del v, hdr
+        del v, hdr, images
         shm.close()
 
 
@@ -190,7 +197,7 @@ class ProcessInference:
         self._stop_process(polite=True)
         self._state = "closed"
         if self._shm is not None:
-            for name in ("front", "wrist", "state", "prefix", "instruction", "_hdr"):
+            for name in ("images", "state", "prefix", "instruction", "_hdr"):
                 self.__dict__.pop(name, None)
             self._result = None
             try:
@@ -326,12 +333,13 @@ class ProcessInference:
             self._meta = meta
             for k, v in meta.items():
                 setattr(self, k, v)
-            layout = SharedLayout(meta["horizon"], meta["action_dim"], meta["image_size"], meta["embedding_dim"])
+            layout = SharedLayout.of(meta)
             self._shm = SharedMemory(create=True, size=layout.size)
             views = layout.views(self._shm.buf)
             views["header"][:] = 0
             self._hdr = views["header"]
-            for name in ("front", "wrist", "state", "prefix", "instruction"):
+            self.images = layout.images(views)
+            for name in ("state", "prefix", "instruction"):
                 setattr(self, name, views[name])
             self._result = ChunkResult(views["out"])
         elif meta != self._meta:

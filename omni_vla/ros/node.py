@@ -54,6 +54,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from omni_vla.cameras import CameraInput, missing_cameras
 from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.controller import Controller
@@ -212,6 +213,11 @@ class VlaNode(Node):
         except ValueError as exc:
             log.error(f"configure failed: invalid parameters: {exc}")
             return TransitionCallbackReturn.FAILURE
+        problem = missing_cameras([CameraInput(c.name, c.height, c.width) for c in manifest.cameras],
+                                  cfg.topics.camera_topics(), "topics.cameras")
+        if problem is not None:
+            log.error(f"configure failed: {problem}; add a 'name=/topic' entry for each")
+            return TransitionCallbackReturn.FAILURE
         digest = hashlib.sha256((cfg.bundle_dir / "manifest.json").read_bytes()).hexdigest()[:8]
         self.hardware_id = f"{manifest.policy}@{digest} ({cfg.backend})"
         try:
@@ -233,6 +239,8 @@ class VlaNode(Node):
                 replanner.close()
             log.error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
+        # The rate and execution horizon the loop runs at (a 0 parameter is the bundle's own value).
+        cfg = cfg.model_copy(update={k: getattr(self.loop.settings, k) for k in ("rate_hz", "execution_horizon")})
         self.cfg, self.inference, self.replanner = cfg, inference, replanner
         self.controller, self.store = self.loop.controller, self.loop.store
         self._make_io(cfg)
@@ -316,7 +324,12 @@ class VlaNode(Node):
     # ----- ROS interfaces --------------------------------------------------------------------
     def _make_io(self, cfg: VlaNodeConfig) -> None:
         t = cfg.topics
-        for camera, topic in (("front", t.front_image), ("wrist", t.wrist_image)):
+        topics = t.camera_topics()
+        unused = sorted(set(topics) - set(self.store.cameras))  # type: ignore[union-attr]
+        if unused:
+            self.get_logger().info(f"cameras {unused} in topics.cameras are not read by this policy: not subscribed")
+        for camera in self.store.cameras:  # type: ignore[union-attr]
+            topic = topics[camera]
             if cfg.compressed_images:
                 cb = (lambda c: lambda m: self._on_compressed(c, m))(camera)
                 self._subs.append(self.create_subscription(CompressedImage, topic + "/compressed", cb, qos_profile_sensor_data))
@@ -441,7 +454,7 @@ class VlaNode(Node):
             "rejected_joint_states": self.rejected["joint_states"], "last_rejection": self.last_rejection,
             "tick_errors": self.tick_errors, "scheduling": sched.rt_status, "cloud_plans": s["cloud_plans"],
             "time_source": "ROS time (use_sim_time)" if self.sim_time else "monotonic",
-            "front_age_ms": ages["front"], "wrist_age_ms": ages["wrist"], "joint_state_age_ms": ages["joints"],
+            **{f"{c}_age_ms": ages[c] for c in store.cameras}, "joint_state_age_ms": ages["joints"],
             "stamp_fallbacks": fallbacks, "last_stamp_fallback": store.last_stamp_fallback,
         }
         if self.replan_io is not None:

@@ -7,10 +7,11 @@ All arrays are caller-owned and preallocated: the runtime reads its inputs and w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
+from omni_vla.cameras import CameraInput
 from omni_vla.runtime.bundle import BundleManifest
 from omni_vla.runtime.text import InstructionEncoder, TextEncoderFn
 
@@ -22,7 +23,7 @@ class PolicyRuntime(Protocol):
     horizon: int  # H: actions per chunk
     action_dim: int  # D: 8 for the Panda (7 joints + gripper opening)
     max_prefix: int  # largest d (pinned prefix length) the flow head accepts
-    image_size: int  # policy input resolution (square)
+    cameras: tuple[CameraInput, ...]  # the images infer() reads, by name, at their input resolution
     embedding_dim: int  # instruction embedding size
 
     def encode_instruction(self, text: str) -> np.ndarray:
@@ -30,8 +31,7 @@ class PolicyRuntime(Protocol):
 
     def infer(
         self,
-        front: np.ndarray,  # float32 [1, 3, S, S], RGB in [0, 1]
-        wrist: np.ndarray,  # float32 [1, 3, S, S], RGB in [0, 1]
+        images: Mapping[str, np.ndarray],  # per camera name: float32 [1, 3, H, W], RGB in [0, 1]
         state: np.ndarray,  # float32 [1, D], raw joint positions (normalised inside)
         instruction: np.ndarray,  # float32 [1, embedding_dim]
         prefix: np.ndarray,  # float32 [1, H, D], raw committed actions; rows >= prefix_len ignored
@@ -70,9 +70,11 @@ class BundleRuntimeBase:
         self.action_dim = manifest.action_dim
         self.max_prefix = manifest.max_prefix
         self.image_size = manifest.image_size
+        self.cameras = manifest.cameras
         self.embedding_dim = manifest.embedding_dim
         self.joint_names = list(manifest.joint_names)
         self.control_rate_hz = manifest.control_rate_hz
+        self.execute_steps = manifest.execute_steps
         self.num_steps = manifest.num_steps
         s, d, h, e = self.image_size, self.action_dim, self.horizon, self.embedding_dim
         self._shapes = {
@@ -83,14 +85,17 @@ class BundleRuntimeBase:
         self._text = InstructionEncoder(bundle_dir, manifest, backend=self.backend, num_threads=num_threads,
                                         make_encoder=type(self).make_text_encoder)
 
-    def _check_inputs(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
-                      prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
-        for name, arr in (("front", front), ("wrist", wrist), ("state", state), ("instruction", instruction),
+    def _check_inputs(self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: np.ndarray,
+                      prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Check every input; the camera images in the graph's order (front, wrist)."""
+        cams = tuple(images.get(c.name) for c in self.cameras)
+        for name, arr in (("front", cams[0]), ("wrist", cams[1]), ("state", state), ("instruction", instruction),
                           ("prefix", prefix), ("noise", noise)):
             check_array(name, arr, self._shapes[name])
         check_array("out", out, (self.horizon, self.action_dim))
         if not isinstance(prefix_len, (int, np.integer)) or not 0 <= int(prefix_len) <= self.max_prefix:
             raise ValueError(f"prefix_len must be an int in 0..{self.max_prefix}, got {prefix_len!r}")
+        return cams
 
     def _set_mask(self, prefix_len: int) -> np.ndarray:
         self._mask.fill(0.0)

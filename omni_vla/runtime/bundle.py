@@ -19,6 +19,8 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from omni_vla.cameras import REFERENCE_CAMERAS, CameraInput
+
 BUNDLE_FORMAT = "omni_vla.bundle/2"
 MANIFEST_NAME = "manifest.json"
 STAGES = ("prefix", "flow_init", "flow_step", "flow_finish")
@@ -94,12 +96,20 @@ class BundleManifest(_Strict):
     max_prefix: int = Field(ge=0)
     image_size: int = Field(ge=8)
     embedding_dim: int = Field(ge=1)
+    execute_steps: int | None = Field(
+        None, ge=1, description="actions executed per chunk the policy was validated at (the loop's default)"
+    )
     normalization: NormalizationSpec
     instruction: InstructionSpec
     stages: dict[str, StageSpec]
     versions: dict[str, str]
     training: TrainingInfo
     torch_checkpoint: ArtifactSpec | None = None  # policy.pt: weights for eager PyTorch (parity, bench, re-export)
+
+    @property
+    def cameras(self) -> tuple[CameraInput, ...]:
+        """The reference layout's two square cameras (format 2 has no camera list: its graph is front, wrist)."""
+        return tuple(CameraInput(name, self.image_size, self.image_size) for name in REFERENCE_CAMERAS)
 
     def compute_dtype(self, backend: str) -> str:
         """What `backend`'s artifacts compute in ("mixed" if the stages differ): reports must say it."""
@@ -113,6 +123,8 @@ class BundleManifest(_Strict):
             raise ValueError(f"{len(self.joint_names)} joint_names for action_dim {d}")
         if self.max_prefix >= h:
             raise ValueError(f"max_prefix {self.max_prefix} must be < horizon {h}")
+        if self.execute_steps is not None and self.execute_steps > h:
+            raise ValueError(f"execute_steps {self.execute_steps} must be <= horizon {h}")
         n = self.normalization
         for k in ("state_mean", "state_std", "action_mean", "action_std"):
             if len(getattr(n, k)) != d:

@@ -1,8 +1,7 @@
 """A kind-"chunk" bundle behind the loop's PolicyRuntime interface, so the node, the evaluation suite and the
 benchmarks run an imported policy by changing only `bundle_dir`.
 
-The loop feeds two square cameras named front and wrist; a bundle that wants other cameras, another resolution,
-or more than two is refused here with one line (the N-camera loop is not built yet). A chunk predictor takes no
+The loop feeds the bundle's cameras by name, at their own resolutions (any number). A chunk predictor takes no
 flow noise and pins no prefix (max_prefix 0: the chunk strategies still splice, without inpainting). Its
 "instruction embedding" is the bundle's conditioning vector for the text, or one zero for a policy that ignores
 language.
@@ -11,14 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
+from omni_vla.cameras import CameraInput, check_camera_name
 from omni_vla.runtime.bundle import MANIFEST_NAME, BundleError, BundleManifest, read_manifest
 from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, ChunkManifest
-
-LOOP_CAMERAS = ("front", "wrist")
 
 
 class ChunkLoopRuntime:
@@ -28,33 +27,30 @@ class ChunkLoopRuntime:
 
     def __init__(self, runtime: ChunkRuntime) -> None:
         m = runtime.manifest
-        sizes = {(c.height, c.width) for c in m.cameras}
-        if sorted(runtime.cameras) != sorted(LOOP_CAMERAS) or len(sizes) != 1 or len({*sizes.pop()}) != 1:
-            raise BundleError(
-                f"{runtime.bundle_dir}: cameras {[(c.name, c.height, c.width) for c in m.cameras]}; the loop feeds "
-                f"{list(LOOP_CAMERAS)} at one square resolution")
+        try:
+            self.cameras = tuple(CameraInput(check_camera_name(c.name), c.height, c.width) for c in m.cameras)
+        except ValueError as exc:
+            raise BundleError(f"{runtime.bundle_dir}: {exc}") from None
         self.runtime = runtime
         self.backend = runtime.backend
         self.horizon, self.action_dim = runtime.chunk_length, runtime.action_dim
-        self.image_size = m.cameras[0].height
         self.embedding_dim = max(runtime.condition_dim, 1)
         self.joint_names = runtime.joint_names
         self.control_rate_hz = runtime.control_rate_hz
+        self.execute_steps = m.action.execute_steps
         self._delta = m.action.space == "delta"
-        self._images: dict[str, np.ndarray] = {}
 
     def encode_instruction(self, text: str) -> np.ndarray:
         if not self.runtime.condition_dim:
             return np.zeros(1, np.float32)
         return self.runtime.condition_for(text)
 
-    def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+    def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: np.ndarray,
               prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
         """prefix and noise are ignored (a chunk predictor neither inpaints nor samples)."""
         if prefix_len != 0:
             raise ValueError(f"prefix_len {prefix_len}: this policy pins no prefix (max_prefix 0)")
-        self._images["front"], self._images["wrist"] = front, wrist
-        self.runtime.infer(self._images, state, out, instruction if self.runtime.condition_dim else None)
+        self.runtime.infer(images, state, out, instruction if self.runtime.condition_dim else None)
         if self._delta:
             out += state
 

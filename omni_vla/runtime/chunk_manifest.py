@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from omni_vla.cameras import check_camera_name
 from omni_vla.runtime.bundle import ArtifactSpec, Backend, TensorSpec
 
 CHUNK_FORMAT = "omni_vla.bundle/3"
@@ -23,11 +24,16 @@ class _Strict(BaseModel):
 
 
 class CameraSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_]+$", description="matched to a topic by name in the node's parameters")
+    name: str = Field(description="matched to a topic by name in the node's parameters (cameras.py check_camera_name)")
     height: int = Field(ge=8)
     width: int = Field(ge=8)
     channel_order: Literal["rgb"] = "rgb"
     value_range: Literal["unit"] = Field("unit", description="float32 in [0, 1] before normalisation")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_camera_name(name)
 
 
 class StateSpec(_Strict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -131,9 +131,9 @@ class ExecuTorchRuntime(BundleRuntimeBase):
         ctx = self._call("prefix", self._prefix_in)[0]  # flow_init reads the prefix program's output buffer
         return self._flow(ctx, self._t["state"], self._t["noise"], self._t["prefix"], self._mask_t)
 
-    def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+    def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: np.ndarray,
               prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
-        self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
+        front, wrist = self._check_inputs(images, state, instruction, prefix, prefix_len, noise, out)
         b = self._buffers
         for name, arr in (("front", front), ("wrist", wrist), ("state", state), ("instruction", instruction),
                           ("noise", noise), ("prefix", prefix)):

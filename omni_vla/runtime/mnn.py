@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -102,7 +102,7 @@ class MNNRuntime(BundleRuntimeBase):
         self._result = np.zeros((self.horizon, self.action_dim), np.float32)
         if warmup:
             z = {n: np.zeros(s, np.float32) for n, s in self._shapes.items()}
-            self.infer(z["front"], z["wrist"], z["state"], z["instruction"], z["prefix"], 0, z["noise"], self._result)
+            self.infer({"front": z["front"], "wrist": z["wrist"]}, z["state"], z["instruction"], z["prefix"], 0, z["noise"], self._result)
 
     def _call(self, stage: str, inputs: Sequence[np.ndarray], fresh: tuple[int, ...] | None = None) -> list[np.ndarray]:
         """Write the changed inputs into the stage's placeholders, run it; outputs are views MNN overwrites next call."""
@@ -115,9 +115,9 @@ class MNNRuntime(BundleRuntimeBase):
             raise BundleError(f"MNN stage {stage} returned {got}, manifest says {self._out_shapes[stage]}")
         return outs
 
-    def infer(self, front: np.ndarray, wrist: np.ndarray, state: np.ndarray, instruction: np.ndarray,
+    def infer(self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: np.ndarray,
               prefix: np.ndarray, prefix_len: int, noise: np.ndarray, out: np.ndarray) -> None:
-        self._check_inputs(front, wrist, state, instruction, prefix, prefix_len, noise, out)
+        front, wrist = self._check_inputs(images, state, instruction, prefix, prefix_len, noise, out)
         ctx = self._call("prefix", (front, wrist, state, instruction))[0]
         res = self._flow(np.ascontiguousarray(ctx, np.float32), state, noise, prefix, self._set_mask(prefix_len))
         np.copyto(out, res.reshape(out.shape))

@@ -121,7 +121,7 @@ def test_explicit_request_from_another_thread_is_served_at_the_next_tick(served)
 
 def test_request_carries_mapped_keys_copied_images_state_prompt_and_extras():
     policy = RecordingPolicy()
-    keys = {"front": "cam/front", "wrist": "cam/wrist", "state": "joints", "prompt": "task_text"}
+    keys = {"images": {"front": "cam/front", "wrist": "cam/wrist"}, "state": "joints", "prompt": "task_text"}
 
     class Policy2(RecordingPolicy):
         def infer(self, obs: dict) -> dict:
@@ -165,7 +165,7 @@ def test_config_file_loads_and_bad_settings_are_refused_with_the_reason(tmp_path
     with pytest.raises(ValueError, match="overwrite"):
         ReplanConfig.model_validate({"extra_fields": {"prompt": "x"}})
     with pytest.raises(ValueError, match="distinct"):
-        ReplanConfig.model_validate({"keys": {"front": "a", "wrist": "a"}})
+        ReplanConfig.model_validate({"keys": {"images": {"front": "a", "wrist": "a"}}})
     monkeypatch.delenv("OPENPI_TEST_KEY", raising=False)
     with pytest.raises(ValueError, match="OPENPI_TEST_KEY"):
         ReplanConfig.model_validate({"client": {"api_key_env": "OPENPI_TEST_KEY"}}).client.api_key()

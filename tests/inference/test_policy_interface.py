@@ -23,8 +23,8 @@ BUNDLE = Path(__file__).resolve().parents[2] / "bundles" / "reference"
 def observation(seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     keys = KeyMap()
-    return {keys.front: rng.integers(0, 255, (96, 96, 3), dtype=np.uint8),
-            keys.wrist: rng.integers(0, 255, (96, 96, 3), dtype=np.uint8),
+    return {keys.images["front"]: rng.integers(0, 255, (96, 96, 3), dtype=np.uint8),
+            keys.images["wrist"]: rng.integers(0, 255, (96, 96, 3), dtype=np.uint8),
             keys.state: np.array([0.0, 0.1, 0.0, -1.8, 0.0, 1.9, 0.8, 0.04]),
             keys.prompt: "pick up the red cube"}
 

@@ -147,7 +147,7 @@ def test_folded_torch_runtime_gives_the_training_models_actions(tiny_bundle: Pat
     assert fold.prefix is not fold.model.prefix_encoder and fold.flow is not fold.model.flow_head
     rng = np.random.default_rng(3)
     s = ref.image_size
-    x = [rng.random((1, 3, s, s), dtype=np.float32), rng.random((1, 3, s, s), dtype=np.float32),
+    x = [{"front": rng.random((1, 3, s, s), dtype=np.float32), "wrist": rng.random((1, 3, s, s), dtype=np.float32)},
          rng.normal(size=(1, ref.action_dim)).astype(np.float32), rng.normal(size=(1, 384)).astype(np.float32),
          rng.normal(size=(1, ref.horizon, ref.action_dim)).astype(np.float32), 2,
          rng.normal(size=(1, ref.horizon, ref.action_dim)).astype(np.float32)]

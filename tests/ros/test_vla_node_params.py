@@ -52,7 +52,7 @@ def test_every_parameter_has_a_typed_described_descriptor_with_ranges_and_read_o
 
     node = make_node()
     names = [n for n, _ in model_fields(VlaNodeConfig)]
-    assert "topics.front_image" in names and "max_future_stamp_s" in names
+    assert "topics.cameras" in names and "max_future_stamp_s" in names
     desc = {d.name: d for d in node.describe_parameters(names)}
     for name in names:
         d = desc[name]

@@ -25,7 +25,8 @@ def observation(rt, seed: int) -> dict:  # noqa: ANN001
     rng = np.random.default_rng(seed)
     s, h, d = rt.image_size, rt.horizon, rt.action_dim
     state = (np.array(rt.manifest.normalization.state_mean) + 0.2 * rng.standard_normal(d)).astype(np.float32)[None]
-    return dict(front=rng.random((1, 3, s, s), dtype=np.float32), wrist=rng.random((1, 3, s, s), dtype=np.float32),
+    return dict(images={"front": rng.random((1, 3, s, s), dtype=np.float32),
+                        "wrist": rng.random((1, 3, s, s), dtype=np.float32)},
                 state=state, instruction=rt.encode_instruction(list(TASKS.values())[seed % 4])[None],
                 prefix=(state[:, None] + 0.05 * rng.standard_normal((1, h, d))).astype(np.float32),
                 prefix_len=seed % (rt.max_prefix + 1), noise=rng.standard_normal((1, h, d), dtype=np.float32))
@@ -85,7 +86,7 @@ rt = MNNRuntime({str(tiny_bundle)!r})
 e = rt.encode_instruction({TASKS['pick_red']!r})[None]
 z = lambda *s: np.zeros(s, np.float32)
 out = z(16, 8)
-rt.infer(z(1, 3, 64, 64), z(1, 3, 64, 64), z(1, 8), e, z(1, 16, 8), 0, z(1, 16, 8), out)
+rt.infer({{"front": z(1, 3, 64, 64), "wrist": z(1, 3, 64, 64)}}, z(1, 8), e, z(1, 16, 8), 0, z(1, 16, 8), out)
 print(json.dumps({{"torch": "torch" in sys.modules, "finite": bool(np.isfinite(out).all())}}))
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

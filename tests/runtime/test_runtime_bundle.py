@@ -40,7 +40,7 @@ def edit_manifest(bundle: Path, fn) -> None:  # noqa: ANN001
 
 def inputs(rt: MNNRuntime) -> dict:
     s, h, d = rt.image_size, rt.horizon, rt.action_dim
-    return dict(front=np.zeros((1, 3, s, s), np.float32), wrist=np.zeros((1, 3, s, s), np.float32),
+    return dict(images={"front": np.zeros((1, 3, s, s), np.float32), "wrist": np.zeros((1, 3, s, s), np.float32)},
                 state=np.zeros((1, d), np.float32), instruction=np.zeros((1, rt.embedding_dim), np.float32),
                 prefix=np.zeros((1, h, d), np.float32), prefix_len=0, noise=np.zeros((1, h, d), np.float32),
                 out=np.zeros((h, d), np.float32))
@@ -118,7 +118,7 @@ def test_not_json_manifest_is_refused(bundle_copy: Path) -> None:
 ])
 def test_wrong_input_shape_or_dtype_names_the_input(runtime: MNNRuntime, name: str, bad: np.ndarray) -> None:
     x = inputs(runtime)
-    x[name] = bad
+    (x["images"] if name in x["images"] else x)[name] = bad
     with pytest.raises(ValueError, match=rf"^{name}: expected float32\["):
         runtime.infer(**x)
 

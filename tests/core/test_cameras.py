@@ -1,0 +1,127 @@
+"""The loop reads the policy's cameras by name, at each camera's own resolution, and takes its rate and steps per
+chunk from the policy unless the settings say otherwise."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omni_vla.cameras import CameraInput, check_camera_name, missing_cameras, parse_camera_topics
+from omni_vla.core.assembly import build_loop
+from omni_vla.core.controller import STALE, WAITING
+from omni_vla.core.perception import ObservationStore
+from omni_vla.core.settings import LoopSettings, TopicsConfig
+from omni_vla.inference.client import SyncInference
+
+H, D = 6, 3
+CAMS = (CameraInput("top", 24, 40), CameraInput("left_wrist", 16, 16), CameraInput("right_wrist", 20, 12))
+
+
+class ThreeCameras:
+    """out[i] = state + (i + 1) * (mean(top), mean(left_wrist), mean(right_wrist)); records the images it saw."""
+
+    backend, horizon, action_dim, max_prefix, embedding_dim = "toy", H, D, 0, 1
+    cameras = CAMS
+    joint_names = ["a", "b", "c"]
+    control_rate_hz = 15.0
+    execute_steps = 4
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, np.ndarray]] = []
+
+    def encode_instruction(self, text: str) -> np.ndarray:
+        return np.zeros(1, np.float32)
+
+    def infer(self, images, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
+        self.seen.append({k: v.copy() for k, v in images.items()})
+        means = np.array([images[c.name].mean() for c in CAMS], np.float32)
+        out[:] = state + np.arange(1, H + 1, dtype=np.float32)[:, None] * means
+
+    def close(self) -> None:
+        pass
+
+
+def frame(h: int, w: int, value: int) -> np.ndarray:
+    return np.full((h, w, 3), value, np.uint8)
+
+
+def observation(now: float) -> dict:
+    return {"top": frame(48, 80, 51), "left_wrist": frame(32, 32, 102), "right_wrist": frame(40, 24, 204),
+            "qpos": np.zeros(D), "qvel": np.zeros(D), "instruction": "go",
+            "stamps": {"top": now, "left_wrist": now, "right_wrist": now, "joints": now}}
+
+
+def test_each_camera_reaches_the_policy_under_its_name_at_its_own_resolution() -> None:
+    rt = ThreeCameras()
+    loop = build_loop(LoopSettings(rate_hz=0, execution_horizon=0, joint_names=["a", "b", "c"]), SyncInference(rt))
+    action = loop.step(observation(0.0), 0, 0.0)
+    assert action is not None
+    seen = rt.seen[0]
+    assert {k: v.shape for k, v in seen.items()} == {c.name: (1, 3, c.height, c.width) for c in CAMS}
+    for camera, value in (("top", 51), ("left_wrist", 102), ("right_wrist", 204)):
+        np.testing.assert_allclose(seen[camera], value / 255.0, rtol=1e-6)  # not another camera's frame
+    np.testing.assert_allclose(action, [51 / 255, 102 / 255, 204 / 255], rtol=1e-5)
+
+
+def test_rate_and_steps_per_chunk_come_from_the_policy_when_left_at_zero() -> None:
+    loop = build_loop(LoopSettings(rate_hz=0, execution_horizon=0, joint_names=["a", "b", "c"]),
+                      SyncInference(ThreeCameras()))
+    assert (loop.settings.rate_hz, loop.settings.execution_horizon) == (15.0, 4)
+    assert loop.controller.period == pytest.approx(1 / 15)
+    given = build_loop(LoopSettings(rate_hz=30, execution_horizon=2, joint_names=["a", "b", "c"]),
+                       SyncInference(ThreeCameras()))
+    assert (given.settings.rate_hz, given.settings.execution_horizon) == (30, 2)  # overrides win
+
+
+def test_a_zero_setting_for_a_policy_that_states_nothing_is_refused_naming_it() -> None:
+    rt = ThreeCameras()
+    rt.execute_steps = None  # type: ignore[assignment]
+    with pytest.raises(ValueError, match=r"^execution_horizon is 0 \(the bundle's\) but the bundle states no "
+                                         r"execute_steps: set execution_horizon$"):
+        build_loop(LoopSettings(execution_horizon=0, joint_names=["a", "b", "c"]), SyncInference(rt))
+
+
+def test_a_missing_camera_holds_naming_it_and_a_frozen_one_is_stale() -> None:
+    loop = build_loop(LoopSettings(rate_hz=10, execution_horizon=0, max_obs_age_s=0.2, joint_names=["a", "b", "c"]),
+                      SyncInference(ThreeCameras()))
+    o = observation(0.0)
+    o["right_wrist"] = None
+    assert loop.step(o, 0, 0.0) is None
+    assert (loop.controller.state, loop.controller.reason) == (WAITING, "waiting for the first right_wrist camera image")
+    o = observation(1.0)
+    o["stamps"]["left_wrist"] = 0.5
+    assert loop.step(o, 10, 1.0) is None
+    assert (loop.controller.state, loop.controller.reason) == (
+        STALE, "left_wrist camera image older than max_obs_age_s=0.2 s")
+
+
+def test_the_store_keeps_the_policys_cameras_and_refuses_others() -> None:
+    store = ObservationStore(["a"], cameras=["top", "left_wrist"])
+    store.put_image("top", frame(10, 12, 1), "rgb8")
+    assert store.obs["top"].shape == (10, 12, 3) and store.obs["left_wrist"] is None
+    assert set(store.stamps) == {"top", "left_wrist", "joints"}
+    with pytest.raises(ValueError, match=r"unknown camera 'front'; the policy reads \['top', 'left_wrist'\]"):
+        store.put_image("front", frame(10, 12, 1), "rgb8")
+
+
+@pytest.mark.parametrize("entries,why", [
+    (["front"], "camera topic entry 'front': expected 'name=/topic'"),
+    (["front="], "camera topic entry 'front=': expected 'name=/topic'"),
+    (["front=/a", "front=/b"], "camera 'front' is given two topics ('/a' and '/b')"),
+    (["qpos=/a"], "camera name 'qpos' is reserved by the loop"),
+    (["2cam=/a"], "camera name '2cam': expected a letter followed by letters, digits or '_'"),
+])
+def test_bad_camera_topic_entries_are_refused_naming_the_entry(entries: list[str], why: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_camera_topics(entries)
+    assert str(err.value).startswith(why)
+    with pytest.raises(ValueError):
+        TopicsConfig(cameras=entries)
+
+
+def test_camera_topics_map_names_to_topics_and_name_what_is_missing() -> None:
+    topics = TopicsConfig(cameras=["top = /cam/top", "wrist=/cam/wrist"]).camera_topics()
+    assert topics == {"top": "/cam/top", "wrist": "/cam/wrist"}
+    assert missing_cameras(CAMS, topics, "topics.cameras") == (
+        "the policy reads camera(s) ['left_wrist', 'right_wrist'] but topics.cameras has ['top', 'wrist']")
+    assert missing_cameras(CAMS[:1], topics, "topics.cameras") is None
+    assert check_camera_name("cam_1") == "cam_1"
