@@ -2,8 +2,11 @@
 with parameter names that load LeRobot's state_dict (`load_lerobot_state_dict`).
 
 Plain modules instead of transformers' classes: every op is one the exporters take with static shapes (no
-cache objects, no attention-implementation dispatch, no data-dependent control flow); parity against LeRobot's
-own code is what shows the rewrite is exact.
+cache objects, no attention-implementation dispatch, no data-dependent control flow). The arithmetic is
+rearranged where ExecuTorch's XNNPACK delegate would otherwise fall back to portable kernels between delegate
+partitions: norms take their means as constant-weight linears, masks become one additive bias per stage, RoPE
+tables are computed once per stage, grouped-query attention is 3-D bmm without repeating the KV cache. Parity
+against LeRobot's own code is what shows the rewrite is exact.
 """
 from __future__ import annotations
 
@@ -16,14 +19,38 @@ from torch import Tensor, nn
 from omni_vla_policies.vla.smolvla_config import SmolVLAArch, TextArch, VisionArch
 
 
+class RowMean(nn.Module):
+    """Mean over the last dim as a linear layer with constant weights 1/d: XNNPACK delegates it, where it leaves
+    mean.dim on 3-D tensors to ExecuTorch's portable kernels (each one a graph break between delegate partitions)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("weight", torch.full((1, dim), 1.0 / dim), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight)
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm's parameters and result, computed with ops XNNPACK delegates (it has no layer_norm)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__(dim, eps=eps)
+        self.row_mean = RowMean(dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        xc = x - self.row_mean(x)
+        return xc * torch.rsqrt(self.row_mean(xc * xc) + self.eps) * self.weight + self.bias
+
+
 class VisionLayer(nn.Module):
     """SigLIP encoder layer (pre-norm attention + tanh-GELU MLP)."""
 
     def __init__(self, v: VisionArch) -> None:
         super().__init__()
         self.heads = v.num_attention_heads
-        self.layer_norm1 = nn.LayerNorm(v.hidden_size, eps=v.layer_norm_eps)
-        self.layer_norm2 = nn.LayerNorm(v.hidden_size, eps=v.layer_norm_eps)
+        self.layer_norm1 = LayerNorm(v.hidden_size, eps=v.layer_norm_eps)
+        self.layer_norm2 = LayerNorm(v.hidden_size, eps=v.layer_norm_eps)
         self.self_attn = nn.Module()
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
             setattr(self.self_attn, name, nn.Linear(v.hidden_size, v.hidden_size))
@@ -35,9 +62,11 @@ class VisionLayer(nn.Module):
         b, n, d = x.shape
         h = self.layer_norm1(x)
         a = self.self_attn
-        q, k, v = (p(h).view(b, n, self.heads, d // self.heads).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj))
-        att = torch.softmax((q @ k.transpose(2, 3)) * (d // self.heads) ** -0.5, dim=-1) @ v
-        x = x + a.out_proj(att.transpose(1, 2).reshape(b, n, d))
+        hd = d // self.heads
+        q, k, v = (p(h).view(b, n, self.heads, hd).transpose(1, 2).reshape(b * self.heads, n, hd)
+                   for p in (a.q_proj, a.k_proj, a.v_proj))
+        att = torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) * hd ** -0.5, dim=-1), v)
+        x = x + a.out_proj(att.reshape(b, self.heads, n, hd).transpose(1, 2).reshape(b, n, d))
         return x + self.mlp.fc2(F.gelu(self.mlp.fc1(self.layer_norm2(x)), approximate="tanh"))
 
 
@@ -61,7 +90,7 @@ class VisionModel(nn.Module):
         self.embeddings.position_embedding = nn.Embedding((v.image_size // v.patch_size) ** 2, v.hidden_size)
         self.encoder = nn.Module()
         self.encoder.layers = nn.ModuleList(VisionLayer(v) for _ in range(v.num_hidden_layers))
-        self.post_layernorm = nn.LayerNorm(v.hidden_size, eps=v.layer_norm_eps)
+        self.post_layernorm = LayerNorm(v.hidden_size, eps=v.layer_norm_eps)
         self.register_buffer("position_ids", vision_position_ids(v), persistent=False)
 
     def forward(self, pixels: Tensor) -> Tensor:
@@ -86,9 +115,10 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
+        self.row_mean = RowMean(dim)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        return self.weight * (x * torch.rsqrt(self.row_mean(x * x) + self.eps))
 
 
 class LlamaLayer(nn.Module):
@@ -116,26 +146,42 @@ class LlamaLayer(nn.Module):
         return x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h))
 
 
-def apply_rope(x: Tensor, positions: Tensor, max_wavelength: float = 10_000.0) -> Tensor:
-    """smolvlm_with_expert.apply_rope: x (B, L, H, D), positions (B, L) float."""
-    half = x.shape[-1] // 2
-    exponents = (2.0 / x.shape[-1]) * torch.arange(half, dtype=torch.float32)
+def rope_tables(positions: Tensor, head_dim: int, max_wavelength: float = 10_000.0) -> tuple[Tensor, Tensor]:
+    """cos and sin of smolvlm_with_expert.apply_rope's angles for positions (B, L): (B, L, 1, D/2) each, computed
+    once per stage (every layer uses the same positions)."""
+    exponents = (2.0 / head_dim) * torch.arange(head_dim // 2, dtype=torch.float32)
     radians = (positions[..., None] / (max_wavelength ** exponents))[..., None, :]
-    sin, cos = torch.sin(radians), torch.cos(radians)
+    return torch.cos(radians), torch.sin(radians)
+
+
+def apply_rope(x: Tensor, rope: tuple[Tensor, Tensor]) -> Tensor:
+    """apply_rope on x (B, L, H, D) with precomputed tables."""
+    cos, sin = rope
+    half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, heads: int, kv_heads: int) -> Tensor:
-    """eager_attention_forward: GQA by repeating KV heads, masked with finfo.min (not -inf) like LeRobot."""
-    b, lq, _, d = q.shape
-    groups = heads // kv_heads
-    k = k.repeat_interleave(groups, dim=2)
-    v = v.repeat_interleave(groups, dim=2)
-    w = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)) * d ** -0.5
-    w = torch.where(allowed[:, None], w, torch.finfo(torch.float32).min)
-    out = torch.softmax(w, dim=-1) @ v.transpose(1, 2)
-    return out.transpose(1, 2).reshape(b, lq, heads * d)
+def mask_bias(allowed: Tensor, groups: int) -> Tensor:
+    """(B, Lq, Lk) bool -> additive (B, 1, groups * Lq, Lk): 0 where allowed, float32 min elsewhere. Adding it
+    equals LeRobot's where(mask, w, min) after softmax, fully masked rows included (uniform either way), and
+    is one add per layer that XNNPACK runs (it has no where)."""
+    bias = (allowed.float() - 1.0) * -torch.finfo(torch.float32).min
+    return bias.repeat(1, groups, 1)[:, None]
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, kv_heads: int) -> Tensor:
+    """eager_attention_forward without repeating K/V: the query heads of each KV head are stacked along the
+    sequence (GQA as one batched matmul per KV head), so no expand/copy of the cache per layer; bmm on 3-D tensors
+    because a 4-D matmul decomposes into bmm behind expand copies that ExecuTorch runs outside XNNPACK."""
+    b, lq, h, d = q.shape
+    g, lk = h // kv_heads, k.shape[1]
+    q = q.reshape(b, lq, kv_heads, g, d).permute(0, 2, 3, 1, 4).reshape(b * kv_heads, g * lq, d)
+    k = k.permute(0, 2, 3, 1).reshape(b * kv_heads, d, lk)
+    w = torch.bmm(q, k).reshape(b, kv_heads, g * lq, lk) * d ** -0.5 + bias
+    p = torch.softmax(w, dim=-1).reshape(b * kv_heads, g * lq, lk)
+    out = torch.bmm(p, v.permute(0, 2, 1, 3).reshape(b * kv_heads, lk, d))
+    return out.reshape(b, kv_heads, g, lq, d).permute(0, 3, 1, 2, 4).reshape(b, lq, h * d)
 
 
 class LlamaStack(nn.Module):
@@ -230,18 +276,18 @@ class PrefixStage(nn.Module):
         ar[:, -1] = 1.0
         cum = torch.cumsum(ar, dim=1)
         allowed = (cum[:, None, :] <= cum[:, :, None]) & (pad[:, None, :] * pad[:, :, None] > 0.5)
-        pos = torch.cumsum(pad, dim=1) - 1.0
+        rope = rope_tables(torch.cumsum(pad, dim=1) - 1.0, t.head_dim)
+        bias = mask_bias(allowed, t.num_attention_heads // t.num_key_value_heads)
         keys, values = [], []
         for i, layer in enumerate(m.text_model.layers):
             h = layer.input_layernorm(x)
             q = layer.self_attn.q_proj(h).view(1, a.prefix_len, t.num_attention_heads, t.head_dim)
-            k = apply_rope(layer.self_attn.k_proj(h).view(1, a.prefix_len, t.num_key_value_heads, t.head_dim), pos)
+            k = apply_rope(layer.self_attn.k_proj(h).view(1, a.prefix_len, t.num_key_value_heads, t.head_dim), rope)
             v = layer.self_attn.v_proj(h).view(1, a.prefix_len, t.num_key_value_heads, t.head_dim)
             keys.append(k)
             values.append(v)
             if i + 1 < len(m.text_model.layers):
-                x = layer.finish(x, attention(apply_rope(q, pos), k, v, allowed, t.num_attention_heads,
-                                              t.num_key_value_heads))
+                x = layer.finish(x, attention(apply_rope(q, rope), k, v, bias, t.num_key_value_heads))
         return torch.cat(keys, dim=0), torch.cat(values, dim=0)
 
 
@@ -271,20 +317,23 @@ class StepStage(nn.Module):
         allowed_self = torch.cat([prefix_pad[:, None, :].expand(1, n, a.prefix_len), causal[None]], dim=2)
         allowed_cross = prefix_pad[:, None, :].expand(1, n, a.prefix_len)
         steps = torch.arange(n, dtype=torch.float32)[None]
-        pos_self = prefix_pad.float().sum(dim=1, keepdim=True) + steps
+        groups = t.num_attention_heads // t.num_key_value_heads
+        rope_self = rope_tables(prefix_pad.float().sum(dim=1, keepdim=True) + steps, t.head_dim)
+        rope_cross = rope_tables(steps, t.head_dim)
+        bias_self, bias_cross = mask_bias(allowed_self, groups), mask_bias(allowed_cross, groups)
         for i, layer in enumerate(m.lm_expert.layers):
             h = layer.input_layernorm(x)
             q = layer.self_attn.q_proj(h).view(1, n, t.num_attention_heads, t.head_dim)
             kc, vc = keys[i:i + 1], values[i:i + 1]
             if m.is_self_attn(i):
-                k = apply_rope(layer.self_attn.k_proj(h).view(1, n, t.num_key_value_heads, t.head_dim), pos_self)
+                k = apply_rope(layer.self_attn.k_proj(h).view(1, n, t.num_key_value_heads, t.head_dim), rope_self)
                 v = layer.self_attn.v_proj(h).view(1, n, t.num_key_value_heads, t.head_dim)
-                att = attention(apply_rope(q, pos_self), torch.cat([kc, k], dim=1), torch.cat([vc, v], dim=1),
-                                allowed_self, t.num_attention_heads, t.num_key_value_heads)
+                att = attention(apply_rope(q, rope_self), torch.cat([kc, k], dim=1), torch.cat([vc, v], dim=1),
+                                bias_self, t.num_key_value_heads)
             else:
                 k = layer.self_attn.k_proj(kc.reshape(1, a.prefix_len, -1)).view(1, a.prefix_len, -1, t.head_dim)
                 v = layer.self_attn.v_proj(vc.reshape(1, a.prefix_len, -1)).view(1, a.prefix_len, -1, t.head_dim)
-                att = attention(apply_rope(q, steps), k, v, allowed_cross, t.num_attention_heads, t.num_key_value_heads)
+                att = attention(apply_rope(q, rope_cross), k, v, bias_cross, t.num_key_value_heads)
             x = layer.finish(x, att)
         v_t = m.action_out_proj(m.lm_expert.norm(x))
         return x_t + (-1.0 / a.num_steps) * v_t
