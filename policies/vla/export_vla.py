@@ -10,6 +10,7 @@ data; no stage of the published size comes near (the prefix stage is the largest
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -35,8 +36,8 @@ def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> Smol
 
 
 def export_int8(module: torch.nn.Module, args: tuple, name: str, out: Path, backend: str) -> Path:
-    """The int8 variant: onnxruntime's dynamic quantisation (int8 weights, activations quantised per call) of the
-    float ONNX, or MNN's int8 weight-only conversion (--weightQuantBits 8) of it."""
+    """The int8 ONNX/MNN variant: onnxruntime's dynamic quantisation (int8 weights, activations quantised per call)
+    of the float ONNX, or MNN's int8 weight-only conversion (--weightQuantBits 8) of it."""
     in_names, out_names = STAGE_IO[name]
     fp32 = out / f"{name}.fp32.onnx"
     if not fp32.is_file():
@@ -50,6 +51,17 @@ def export_int8(module: torch.nn.Module, args: tuple, name: str, out: Path, back
     return out / f"{name}.mnn"
 
 
+def int8_dynamic(model: SmolVLA) -> SmolVLA:
+    """A copy with every nn.Linear as int8 weights (per output channel) and int8 activations quantised per call
+    (torchao), the form XNNPACK runs as dynamically quantised GEMMs."""
+    from torchao.quantization.granularity import PerAxis  # optional: extra "export", int8 variant only
+    from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig, quantize_  # optional: extra "export", int8 variant only
+
+    q = copy.deepcopy(model)
+    quantize_(q, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int8, weight_granularity=PerAxis(0)))
+    return q.eval()
+
+
 def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKENDS, stages: tuple[str, ...] | None = None,
                   log=print, int8: bool = False) -> dict:  # noqa: ANN001
     """Each stage to each backend (int8: the quantised onnx/mnn variants); returns {stage: {backend: {"bytes",
@@ -57,6 +69,7 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKEND
     out.mkdir(parents=True, exist_ok=True)
     (out / "arch.json").write_text(model.arch.model_dump_json(indent=1))
     mods, ins = stage_modules(model), stage_inputs(model.arch)
+    qmods = stage_modules(int8_dynamic(model)) if int8 and "executorch" in backends else {}
     report: dict = {}
     for name in stages or tuple(mods):
         in_names, out_names = STAGE_IO[name]
@@ -64,7 +77,10 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKEND
         with torch.no_grad():
             for backend in backends:
                 t0 = time.perf_counter()
-                if int8:
+                if int8 and backend == "executorch":
+                    path = out / f"{name}.pte"
+                    export_pte(qmods[name], ins[name], path)
+                elif int8:
                     path = export_int8(mods[name], ins[name], name, out, backend)
                 elif backend == "onnx":
                     path = out / f"{name}.onnx"
@@ -92,14 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", type=Path, default=None, help="LeRobot SmolVLAPolicy model.safetensors")
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--stages", default="vision,prefix,step,finish")
-    p.add_argument("--int8", action="store_true", help="the quantised variant (onnx and mnn backends only)")
+    p.add_argument("--int8", action="store_true", help="the int8 variant: onnxruntime and ExecuTorch dynamic "
+                   "(int8 weights and activations), MNN weight-only")
     args = p.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
     if bad := [b for b in backends if b not in BACKENDS]:
         print(f"unknown backend(s) {bad}: expected some of {list(BACKENDS)}", file=sys.stderr)
-        return 2
-    if args.int8 and "executorch" in backends:
-        print("--int8 covers the onnx and mnn backends: pass --backends onnx,mnn", file=sys.stderr)
         return 2
     if args.weights is not None and not args.weights.is_file():
         print(f"--weights {args.weights} is not a file: expected a LeRobot SmolVLA model.safetensors", file=sys.stderr)
