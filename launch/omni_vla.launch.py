@@ -42,7 +42,7 @@ LIFECYCLE = {"vla_node"}  # executables that are lifecycle nodes (autostart: con
 OVERRIDES = {
     "bundle_dir": ("vla_node",),
     "backend": ("vla_node",),
-    "joint_limits_file": ("safety_supervisor", "sim_node"),
+    "joint_limits_file": ("safety_supervisor", "sim_node", "vla_node"),
 }
 ARGUMENTS = (
     ("config_dir", PathJoinSubstitution([FindPackageShare("omni_vla"), "config"]),
@@ -52,7 +52,8 @@ ARGUMENTS = (
      "(the shipped one is bundles/reference); empty: vla_node.yaml's value"),
     ("backend", "", "runtime of vla_node: mnn or executorch (checked at configure); empty: vla_node.yaml's value"),
     ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), "joint_limits.yaml"]),
-     "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node)"),
+     "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node); vla_node "
+     "refuses at configure a bundle with a joint that has no limits there"),
     ("namespace", "", "namespace of the nodes (topic names in the parameter files are absolute: remap there)"),
     ("use_sim_time", "false", "nodes take time from /clock: true or false"),
 )

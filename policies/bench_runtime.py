@@ -62,8 +62,8 @@ class OnnxRuntimeRunner:
     def _call(self, stage: str, inputs, fresh=None) -> list:  # noqa: ANN001
         return self.sess[stage].run(None, dict(zip(self._names[stage], inputs)))
 
-    def infer(self, front, wrist, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
-        self._prefix_in = {"front": front, "wrist": wrist, "state": state, "instruction": instruction}
+    def infer(self, images, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
+        self._prefix_in = {"front": images["front"], "wrist": images["wrist"], "state": state, "instruction": instruction}
         ctx = self.sess["prefix"].run(None, self._prefix_in)[0]
         self.mask.fill(0.0)
         self.mask[0, :prefix_len, 0] = 1.0

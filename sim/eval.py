@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 import omni_vla
 from omni_vla.cameras import missing_cameras
-from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, RuntimeBackend, Strategy, node_settings
+from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, LoopSettings, RuntimeBackend, Strategy, node_settings
 from omni_vla.tools.errors import describe, is_user_error, non_negative_int, positive_int
 from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_safety.config import config_from_yaml
@@ -282,25 +282,30 @@ def versions(settings: EvalSettings) -> dict[str, Any]:
     return out
 
 
-def preflight(settings: EvalSettings) -> None:
-    """Fail before any episode: bad bundle, unreachable server."""
+def preflight(settings: EvalSettings) -> EvalSettings:
+    """Fail before any episode: bad bundle, unreachable server. Returns the settings episodes run at (an
+    execution horizon of 0 is the bundle's own execute_steps), so the report states what ran."""
     if settings.bundle_dir is not None:
         runtime = shared_runtime(settings.backend, str(settings.bundle_dir), settings.threads)
         problem = missing_cameras(runtime.cameras, robot.CAMERAS, "the simulated robot")
         if problem is not None:
             raise ValueError(f"{settings.bundle_dir}: {problem}")
+        if settings.execution_horizon == 0:
+            steps = LoopSettings(execution_horizon=0).for_policy(None, runtime.execute_steps).execution_horizon
+            settings = settings.model_copy(update={"execution_horizon": steps})
         if settings.execution_horizon > runtime.horizon:
             raise ValueError(f"execution horizon {settings.execution_horizon} is longer than the bundle's chunk "
                              f"length {runtime.horizon} ({settings.bundle_dir}); expected 1..{runtime.horizon}")
     if settings.backend == "openpi" or settings.replan:
         check_server(settings.openpi_url)
+    return settings
 
 
 def evaluate(settings: EvalSettings, workers: int = 1, ray_address: str | None = None,
              out: Path | None = None, videos: int = 0, record_dir: Path | None = None, record_format: str = "hdf5",
              progress: bool = True) -> dict[str, Any]:
     try:
-        preflight(settings)
+        settings = preflight(settings)
         t0 = time.monotonic()
         specs = episode_specs(settings, videos, out, record_dir, record_format)
         crashes: list[str] = []
@@ -371,7 +376,7 @@ def _run(args: argparse.Namespace, saved_stdout: int) -> int:
             held_out=args.held_out, openpi_url=args.openpi_url,
             replan=args.replan, cloud_latency_ms=args.cloud_latency_ms, replan_cadence_s=args.replan_cadence)
         with native_stdout_silenced():  # a refusal is one line: no MNN banner around it
-            preflight(settings)
+            settings = preflight(settings)
             if args.compare:
                 for variant in variants(args.compare, settings).values():
                     preflight(variant)

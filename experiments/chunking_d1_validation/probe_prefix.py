@@ -24,7 +24,7 @@ class Probe:
 
     def __init__(self, rt) -> None:
         self._rt = rt
-        for n in ("backend", "horizon", "action_dim", "max_prefix", "image_size", "embedding_dim"):
+        for n in ("backend", "horizon", "action_dim", "max_prefix", "cameras", "embedding_dim"):
             setattr(self, n, getattr(rt, n))
         self.naive = np.zeros((rt.horizon, rt.action_dim), np.float32)
         self.consistent = np.zeros_like(self.naive)
@@ -32,14 +32,14 @@ class Probe:
     def encode_instruction(self, text: str) -> np.ndarray:
         return self._rt.encode_instruction(text)
 
-    def infer(self, front, wrist, state, instr, prefix, plen, noise, out) -> None:
-        self._rt.infer(front, wrist, state, instr, prefix, plen, noise, out)
+    def infer(self, images, state, instr, prefix, plen, noise, out) -> None:
+        self._rt.infer(images, state, instr, prefix, plen, noise, out)
         if plen == 0:
             return
-        self._rt.infer(front, wrist, state, instr, prefix, 0, noise, self.naive)
+        self._rt.infer(images, state, instr, prefix, 0, noise, self.naive)
         own = prefix.copy()
         own[0, :plen] = self.naive[:plen]
-        self._rt.infer(front, wrist, state, instr, own, plen, noise, self.consistent)
+        self._rt.infer(images, state, instr, own, plen, noise, self.consistent)
         gap = float(np.abs(prefix[0, :plen] - self.naive[:plen]).max())
         rows.append({
             "prefix_gap": gap,  # committed row vs what the fresh chunk would do there

@@ -26,7 +26,7 @@ def main(threads: int, reps: int, dirs: list[str]) -> dict:
     for i in range(reps):
         for j in (range(len(rts)) if i % 2 else reversed(range(len(rts)))):
             t0 = time.perf_counter()
-            rts[j].infer(x["front"], x["wrist"], x["state"], x["instruction"], x["prefix"], i % 3, x["noise"], out)
+            rts[j].infer({"front": x["front"], "wrist": x["wrist"]}, x["state"], x["instruction"], x["prefix"], i % 3, x["noise"], out)
             t1 = time.perf_counter()
             rts[j].run_prefix()
             full[j].append((t1 - t0) * 1e3)

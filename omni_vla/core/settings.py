@@ -142,6 +142,10 @@ class VlaNodeConfig(LoopSettings, WorkerSettings):
         0, ge=0, le=99, description="SCHED_FIFO priority of the loop thread (0: normal scheduling; needs rtprio)"
     )
     openpi_config: str = Field("", description="OpenPI re-planning YAML (config/openpi.yaml); empty: no cloud")
+    joint_limits_file: str = Field(
+        "", description="the robot's joint limits (the supervisor's file): configure refuses a bundle with a joint "
+                        "that has no entry there; empty: not checked here (the supervisor still refuses such commands)",
+    )
     replan_intervention_kinds: list[str] = Field(
         default_factory=lambda: ["position", "velocity", "max_step"],
         description="supervisor intervention kinds that count toward the re-plan trigger (shaping is routine)",

@@ -69,6 +69,7 @@ from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
 from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.chunk_loop import read_any_manifest
+from omni_vla_safety.limits import load_joint_limits
 
 NODE_NAME = "vla_node"
 # Read at each use, so set_parameters applies them at once; every other parameter is read-only.
@@ -218,6 +219,10 @@ class VlaNode(Node):
         if problem is not None:
             log.error(f"configure failed: {problem}; add a 'name=/topic' entry for each")
             return TransitionCallbackReturn.FAILURE
+        problem = self._joints_without_limits(cfg, list(manifest.joint_names))
+        if problem is not None:
+            log.error(f"configure failed: {problem}")
+            return TransitionCallbackReturn.FAILURE
         digest = hashlib.sha256((cfg.bundle_dir / "manifest.json").read_bytes()).hexdigest()[:8]
         self.hardware_id = f"{manifest.policy}@{digest} ({cfg.backend})"
         try:
@@ -254,6 +259,21 @@ class VlaNode(Node):
                  f"execution horizon {cfg.execution_horizon}, worker pid {inference.pid}"
                  + (", on ROS time (use_sim_time)" if self.sim_time else ""))
         return TransitionCallbackReturn.SUCCESS
+
+    @staticmethod
+    def _joints_without_limits(cfg: VlaNodeConfig, joints: list[str]) -> str | None:
+        """The bundle's joints must all be the robot's (an entry in its limits file), checked before a worker starts."""
+        if not cfg.joint_limits_file:
+            return None
+        try:
+            limits = load_joint_limits(cfg.joint_limits_file)
+        except (OSError, ValueError) as exc:
+            return f"joint_limits_file {cfg.joint_limits_file}: {exc}"
+        missing = [j for j in joints if j not in limits]
+        if missing:
+            return (f"the bundle's joints {missing} have no limits in {cfg.joint_limits_file} (the robot's joints: "
+                    f"{sorted(limits)})")
+        return None
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None

@@ -87,6 +87,11 @@ class ChunkManifest(_Strict):
     stages: dict[str, ChunkStageSpec]
     versions: dict[str, str]
 
+    @property
+    def joint_names(self) -> list[str]:
+        """The action's joints, in order (as a format-2 manifest names them)."""
+        return list(self.action.joint_names)
+
     @model_validator(mode="after")
     def _consistent(self) -> "ChunkManifest":
         names = [c.name for c in self.cameras]

@@ -120,3 +120,19 @@ def test_eval_refuses_a_bundle_reading_a_camera_the_simulated_robot_does_not_ren
     assert lines[-1].startswith("omni-vla eval: ") and lines[-1].endswith(
         "the policy reads camera(s) ['top'] but the simulated robot has ['front', 'wrist']"), res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_bundle_joint_without_limits_in_the_robots_file_fails_configure_naming_it(three_cameras: Path,
+                                                                                   tmp_path: Path) -> None:
+    import yaml
+
+    limits = yaml.safe_load((REPO / "config" / "joint_limits.yaml").read_text())
+    del limits["joint_limits"]["panda_finger_joint1"]  # a robot description without the bundle's gripper joint
+    arm_only = tmp_path / "arm_only.yaml"
+    arm_only.write_text(yaml.safe_dump(limits))
+    res = _run_node("-p", f"bundle_dir:={three_cameras}", "-p", "autostart:=true", "-p",
+                    "topics.cameras:=[" + ", ".join(TOPICS) + "]", "-p", f"joint_limits_file:={arm_only}")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert f"configure failed: the bundle's joints ['panda_finger_joint1'] have no limits in {arm_only}" in out, out
+    assert "Traceback" not in out
