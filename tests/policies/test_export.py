@@ -155,4 +155,4 @@ def test_folded_torch_runtime_gives_the_training_models_actions(tiny_bundle: Pat
     ref.infer(*x, a)
     fold.infer(*x, b)
     np.testing.assert_allclose(b, a, rtol=0, atol=2e-5 * float(np.abs(a).max()))
-    np.testing.assert_array_equal(b[:2], x[4][0, :2])
+    np.testing.assert_array_equal(b[:2], x[3][0, :2])

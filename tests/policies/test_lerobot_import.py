@@ -206,11 +206,14 @@ def test_the_closed_loop_suite_runs_an_imported_act_by_changing_only_the_bundle(
     task = report["tasks"]["touch_yellow"]
     assert task["episodes"] == 1 and task["mean_episode_length"] > 10 and task["latency_ms"]["p50"] > 0
     assert report["settings"]["bundle_dir"] == str(root / "bundle")
-    # A bundle whose cameras the loop cannot feed (three, 48x64) is refused in one line before any episode runs.
+    # A bundle reading a camera the simulated robot does not render ('side') is refused in one line before any
+    # episode runs.
     bad = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "eval", "--bundle", str(bundle), "--backend",
                           "mnn", "--tasks", "touch_yellow", "--episodes", "1", "--workers", "1",
                           "--out", str(root / "report_bad")], capture_output=True, text=True, timeout=600)
-    assert bad.returncode != 0 and "the loop feeds ['front', 'wrist']" in bad.stderr, bad.stderr[-2000:]
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert bad.stderr.strip().endswith(
+        "the policy reads camera(s) ['side'] but the simulated robot has ['front', 'wrist']"), bad.stderr[-2000:]
     assert "Traceback" not in bad.stderr
     # Joints that are not the robot's: refused before any episode, naming both lists.
     other = [f"j{i}" for i in range(1, 9)]

@@ -27,7 +27,6 @@ def test_demo_runs_the_graph_with_the_shipped_bundle_and_reports(tmp_path: Path)
     assert report["settings"]["exit_codes"] == {"sim_node": 0, "safety_supervisor": 0, "vla_node": 0}
 
 
-JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 ACT = {"seed": 4, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
        "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
        "act": {"chunk_size": 16, "n_action_steps": 8, "dim_model": 32, "n_heads": 4, "dim_feedforward": 64,
@@ -36,18 +35,10 @@ ACT = {"seed": 4, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_
 
 def _import(root: Path, spec: dict) -> Path:
     """A LeRobot ACT checkpoint (written by LeRobot) imported as an MNN bundle that knows the sim's instructions."""
-    from lerobot_env import lerobot_checkpoint
-
-    from omni_vla_policies.lerobot_import import import_act
-    from omni_vla_sim.tasks import TASKS
+    from lerobot_env import imported_act
 
     root.mkdir()
-    ck = lerobot_checkpoint(root, spec)
-    table = {i.text: [float(k == j) for j in range(len(TASKS))] for k, t in enumerate(TASKS.values()) for i in t.instructions}
-    (root / "instructions.json").write_text(json.dumps({"names": list(TASKS), "table": table}))
-    import_act(ck, root / "bundle", JOINTS, 20.0, gripper="panda_finger_joint1", backends=("mnn",),
-               instructions=root / "instructions.json")
-    return root / "bundle"
+    return imported_act(root, spec)
 
 
 @pytest.mark.slow
@@ -62,14 +53,14 @@ def test_demo_runs_an_imported_lerobot_act_by_changing_only_the_bundle(tmp_path:
     report = json.loads((tmp_path / "demo" / "report.json").read_text())
     assert report["overall"]["episodes"] == 1 and report["versions"]["bundle"] == str(bundle)
     loop = report["settings"]["vla_diagnostics"]
-    assert loop["backend"] == "mnn" and int(loop["commands"]) > 0 and loop["worker_state"] == "ready"
+    assert loop["backend"] == "mnn" and int(loop["commands"]) > 0
+    assert loop["worker_state"] in ("ready", "busy")  # healthy: idle, or computing the next chunk
     assert report["settings"]["exit_codes"] == {"sim_node": 0, "safety_supervisor": 0, "vla_node": 0}
     assert f"configured: mnn bundle {bundle}" in (tmp_path / "demo" / "logs" / "vla_node.log").read_text()
-    # Chunks shorter than vla_node's execution horizon (12): one line before any node starts, not a dead graph.
-    short = _import(tmp_path / "short", {**ACT, "act": {**ACT["act"], "chunk_size": 8, "n_action_steps": 8}})
-    refused = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "demo", "--bundle", str(short), "--out",
-                              str(tmp_path / "short_demo")], cwd=REPO, capture_output=True, text=True, timeout=120)
-    lines = refused.stderr.strip().splitlines()
-    assert refused.returncode == 2 and len(lines) == 1, refused.stderr[-2000:]
-    assert "chunks of 8 actions, shorter than vla_node's execution_horizon 12" in lines[0]
-    assert not (tmp_path / "short_demo" / "logs").exists()
+    # Chunks shorter than the reference's 12-step execution horizon run at their own execute_steps (vla_node's
+    # execution_horizon is 0: the bundle's), so the demo's pre-check lets them through.
+    from omni_vla_sim.demo import check_chunk_length
+
+    short = _import(tmp_path / "short", {**ACT, "act": {**ACT["act"], "chunk_size": 8, "n_action_steps": 6}})
+    check_chunk_length(short)
+    assert json.loads((short / "manifest.json").read_text())["action"]["execute_steps"] == 6

@@ -4,12 +4,11 @@ colcon install space (the helpers of test_launch_install.py): vla_node active wi
 proposals flowing, safe commands on the controller topic, and every node stopping cleanly on Ctrl-C."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from lerobot_env import lerobot_checkpoint
-from test_launch_install import BUDGET_S, JOINTS, _run_graph, install, needs_launch  # noqa: F401 - install: fixture
+from lerobot_env import imported_act
+from test_launch_install import BUDGET_S, _run_graph, install, needs_launch  # noqa: F401 - install: fixture
 
 SPEC = {"seed": 6, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
         "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
@@ -20,16 +19,7 @@ SPEC = {"seed": 6, "cameras": ["front", "wrist"], "image_size": [64, 64], "state
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An MNN bundle of a LeRobot-written ACT checkpoint whose instruction table knows the sim's instructions."""
-    from omni_vla_policies.lerobot_import import import_act
-    from omni_vla_sim.tasks import TASKS
-
-    root = tmp_path_factory.mktemp("launch_imported")
-    ck = lerobot_checkpoint(root, SPEC)
-    table = {i.text: [float(k == j) for j in range(len(TASKS))] for k, t in enumerate(TASKS.values()) for i in t.instructions}
-    (root / "instructions.json").write_text(json.dumps({"names": list(TASKS), "table": table}))
-    import_act(ck, root / "bundle", JOINTS, 20.0, gripper="panda_finger_joint1", backends=("mnn",),
-               instructions=root / "instructions.json")
-    return root / "bundle"
+    return imported_act(tmp_path_factory.mktemp("launch_imported"), SPEC)
 
 
 @needs_launch

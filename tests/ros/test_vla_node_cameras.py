@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lerobot_env import lerobot_checkpoint
+from lerobot_env import imported_act
 from rosutil import REPO, free_domain_id, run_against_node
 
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -27,12 +27,7 @@ TOPICS = [f"{c}=/camera/{c}/image_raw" for c in CAMERAS]
 
 @pytest.fixture(scope="module")
 def three_cameras(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from omni_vla_policies.lerobot_import import import_act
-
-    root = tmp_path_factory.mktemp("three_cameras")
-    import_act(lerobot_checkpoint(root, SPEC), root / "bundle", JOINTS, 15.0, gripper="panda_finger_joint1",
-               backends=("mnn",))
-    return root / "bundle"
+    return imported_act(tmp_path_factory.mktemp("three_cameras"), SPEC, rate_hz=15.0)
 
 
 def _run_node(*args: str) -> subprocess.CompletedProcess:

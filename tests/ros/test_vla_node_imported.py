@@ -2,12 +2,11 @@
 proposing named joint targets over real DDS from a fake robot's cameras and joint states."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
-from lerobot_env import lerobot_checkpoint
+from lerobot_env import imported_act
 from rosutil import REPO, run_against_node
 
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -20,15 +19,8 @@ SPEC = {"seed": 7, "cameras": ["front", "wrist"], "image_size": [64, 64], "state
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from omni_vla_policies.lerobot_import import import_act
-
-    root = tmp_path_factory.mktemp("imported")
-    ck = lerobot_checkpoint(root, SPEC)
-    tasks = ["pick_red", "place_blue_on_green", "stack_red_on_blue", "touch_yellow"]
-    (root / "instructions.json").write_text(json.dumps({"names": tasks, "table": {INSTRUCTION: [1.0, 0.0, 0.0, 0.0]}}))
-    import_act(ck, root / "bundle", JOINTS, 20.0, gripper="panda_finger_joint1", backends=("mnn",),
-               instructions=root / "instructions.json")
-    return root / "bundle"
+    table = {INSTRUCTION: [1.0, 0.0, 0.0, 0.0]}
+    return imported_act(tmp_path_factory.mktemp("imported"), SPEC, table=table)
 
 
 @pytest.mark.slow

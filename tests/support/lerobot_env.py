@@ -70,3 +70,28 @@ def lerobot_checkpoint(root: Path, spec: dict) -> Path:
     (root / "spec.json").write_text(json.dumps(spec))
     run_reference("checkpoint", str(root / "pretrained_model"), str(root / "spec.json"))
     return root / "pretrained_model"
+
+
+PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+
+
+def imported_act(root: Path, spec: dict, rate_hz: float = 20.0, table: dict[str, list[float]] | None = None) -> Path:
+    """A LeRobot-written ACT checkpoint from `spec`, imported as an MNN bundle for the Panda (root/bundle).
+
+    `table`: instruction -> conditioning vector for a checkpoint with an environment_state input; by default every
+    phrasing of the sim's tasks, one-hot over them (as `omni-vla dataset lerobot` writes it)."""
+    from omni_vla_policies.lerobot_import import import_act
+
+    checkpoint = lerobot_checkpoint(root, spec)
+    instructions = None
+    if spec.get("env_dim"):
+        from omni_vla_sim.tasks import TASKS
+
+        if table is None:
+            table = {i.text: [float(k == j) for j in range(len(TASKS))]
+                     for k, t in enumerate(TASKS.values()) for i in t.instructions}
+        instructions = root / "instructions.json"
+        instructions.write_text(json.dumps({"names": list(TASKS), "table": table}))
+    import_act(checkpoint, root / "bundle", PANDA_JOINTS, rate_hz, gripper="panda_finger_joint1", backends=("mnn",),
+               instructions=instructions)
+    return root / "bundle"
