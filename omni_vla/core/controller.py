@@ -74,7 +74,8 @@ class Controller:
         self.replanner = replanner
         self.last_rejection = ""
         self.last_prefix_len = 0
-        self._inputs = (*(c.name for c in inference.cameras), "joints")  # what must be present and fresh
+        # What must be present and fresh: (key in obs, key in obs["stamps"]) per camera, then the joint state.
+        self._inputs = (*((c.name, c.name) for c in inference.cameras), ("qpos", "joints"))
         self._what = {**{c.name: f"{c.name} camera image" for c in inference.cameras}, "joints": "joint state"}
         self._missing = {k: f"waiting for the first {v}" for k, v in self._what.items()}
         self._stale = self._stale_reasons(config.max_obs_age_s)
@@ -174,13 +175,13 @@ class Controller:
 
     def _input_problem(self, obs: Mapping[str, Any], now: float) -> tuple[str, str] | None:
         """(WAITING, which input never came) or (STALE, which input is too old), or None."""
-        for key in self._inputs:
-            if obs.get("qpos" if key == "joints" else key) is None:
-                return WAITING, self._missing[key]
+        for key, name in self._inputs:
+            if obs.get(key) is None:
+                return WAITING, self._missing[name]
         stamps = obs.get("stamps")
         if stamps:
             limit = self.config.max_obs_age_s
-            for key in self._inputs:
+            for _, key in self._inputs:
                 t = stamps.get(key)
                 if t is None:
                     return WAITING, self._missing[key]

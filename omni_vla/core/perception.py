@@ -81,7 +81,8 @@ class ObservationStore:
 
     `obs` follows the shared observation contract: one frame per camera under the camera's name
     ("front", "wrist" for the reference policy), "qpos", "qvel", "instruction", plus "stamps" (capture
-    times on the loop's `clock`, per camera and "joints"), so the controller checks staleness. Callers hold `lock` while reading `obs`; writers take it only for the copy.
+    times on the loop's `clock`, per camera and "joints"), so the controller checks staleness. Callers
+    hold `lock` while reading `obs`; writers take it only for the copy.
 
     Capture time: a writer may pass the message's own stamp (seconds on `stamp_clock`, the time base
     of the senders: ROS time); its age then is `stamp_clock() - stamp`, and the capture time on the
