@@ -185,6 +185,6 @@ def test_explicit_request_while_busy_is_queued_but_automatic_triggers_are_skippe
             assert rp.observe(make_obs(), 1, 0.05) is None and rp.counts["busy_skips"] == 1
             rp.request_plan("operator")
             assert rp.observe(make_obs(q=0.7), 2, 0.1) == "operator"
-            assert wait_for(lambda: rp.counts["replies"] == 2, 3.0)
-            plan = rp.poll(0.1, 2)
-            assert plan is not None and plan.reason == "operator" and np.isclose(plan.actions[0, 0], 0.7)
+            plans = []  # the cadence reply may be polled before the operator's lands: keep what arrives
+            assert wait_for(lambda: plans.append(rp.poll(0.1, 2)) or (plans[-1] is not None and plans[-1].reason == "operator"), 3.0)
+            assert np.isclose(plans[-1].actions[0, 0], 0.7) and rp.counts["replies"] == 2
