@@ -19,7 +19,7 @@ from typing import Any
 from omni_vla.core.settings import node_settings
 from omni_vla.ros.graph import config_dir
 from omni_vla.runtime.chunk_loop import read_any_manifest
-from omni_vla.runtime.chunk_manifest import ChunkManifest
+from omni_vla.runtime.bundle import BundleManifest
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import UsageError, existing_bundle, positive_int
 from omni_vla_sim.report import EpisodeResult, summarise, write_report
@@ -145,7 +145,7 @@ def check_chunk_length(bundle: Path) -> None:
     """vla_node refuses at configure a chunk shorter than its execution horizon; say so before the graph starts
     (otherwise the demo only sees vla_node die)."""
     m = read_any_manifest(bundle)
-    horizon = m.action.chunk_length if isinstance(m, ChunkManifest) else m.horizon
+    horizon = m.horizon if isinstance(m, BundleManifest) else m.action.chunk_length
     params = config_dir() / "vla_node.yaml"
     s = node_settings(params).execution_horizon  # 0: the bundle's own execute_steps, within its chunk
     if horizon < s:

@@ -57,6 +57,12 @@ class Controller:
         self._request_at = h - config.execution_horizon
         self._lat = np.zeros(config.latency_window, np.float64)
         self._lat_sorted = np.zeros(config.latency_window, np.float64)
+        # Splice jumps: at the tick a chunk lands, how far its action is from what the old queue held for that tick.
+        self._before = np.zeros(d, np.float64)
+        self._after = np.zeros(d, np.float64)
+        self._jumps = np.zeros(config.latency_window, np.float64)
+        self._jump_n = 0
+        self.jump_max = 0.0
         self._lat_n = 0
         self.delay_ticks = 0
         self.state = WAITING
@@ -197,12 +203,24 @@ class Controller:
         if self._inflight_gen != self._gen:
             self.counts["discarded_chunks"] += 1
             return
+        had = self.queue.action_at(tick, self._before)
         kept = self.queue.splice(res.actions, res.request_tick, tick, self.strategy, self.config.average_old_weight)
         self.counts["chunks"] += 1
         if kept == 0:
             self.counts["stale_chunks"] += 1
-        else:
-            self._have_chunk = True
+            return
+        self._have_chunk = True
+        if had and self.queue.action_at(tick, self._after):
+            self._record_jump()
+
+    def _record_jump(self) -> None:
+        """max over joints of |new - old| at the splice tick (allocation-free: in place on the scratch rows)."""
+        np.subtract(self._after, self._before, out=self._after)
+        np.abs(self._after, out=self._after)
+        jump = float(self._after.max())
+        self._jumps[self._jump_n % self._jumps.shape[0]] = jump
+        self._jump_n += 1
+        self.jump_max = max(self.jump_max, jump)
 
     def _record_latency(self, latency_s: float) -> None:
         """d = ceil(p95 of recent latencies / period); allocation-free (sorts a scratch copy)."""
@@ -247,10 +265,18 @@ class Controller:
         return {"p50_ms": 1e3 * float(lat[n // 2]), "p95_ms": 1e3 * float(lat[int(0.95 * n)]),
                 "max_ms": 1e3 * float(lat[-1])}
 
+    def jump_summary(self) -> dict[str, float]:
+        """Splice jumps of recent chunk boundaries (the latency window's count) and the largest since start."""
+        n = min(self._jump_n, self._jumps.shape[0])
+        if n == 0:
+            return {"p50": 0.0, "p95": 0.0, "max": 0.0, "count": 0}
+        j = np.sort(self._jumps[:n])
+        return {"p50": float(j[n // 2]), "p95": float(j[int(0.95 * n)]), "max": self.jump_max, "count": self._jump_n}
+
     def status(self) -> dict[str, Any]:
         return {
             "state": self.state, "reason": self.reason, "tick": self.tick,
             "queue_depth": self.queue.remaining(self.tick), "delay_ticks": self.delay_ticks,
             "strategy": self.strategy, "backend": self.inference.backend,
-            "inference_latency": self.latency_summary(), **self.counts,
+            "inference_latency": self.latency_summary(), "splice_jump": self.jump_summary(), **self.counts,
         }

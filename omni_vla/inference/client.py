@@ -23,6 +23,7 @@ from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
 from omni_vla.runtime.chunk import ChunkRuntime
 from omni_vla.runtime.chunk_loop import ChunkLoopRuntime, is_chunk_bundle
+from omni_vla.runtime.vla import StagedVLARuntime, is_vla_bundle
 
 __all__ = ["ChunkResult", "InferenceClient", "RuntimeInputs", "SyncInference", "open_runtime"]
 
@@ -46,6 +47,9 @@ def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
         raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(_BACKENDS)}")
     if backend in _CHUNK_BACKENDS and is_chunk_bundle(bundle_dir):  # an imported single-pass policy (format 3)
         return ChunkLoopRuntime(open_chunk_runtime(backend, bundle_dir, threads))
+    if backend in _CHUNK_BACKENDS and is_vla_bundle(bundle_dir):  # a VLA exported stage by stage (format 3)
+        load = importlib.import_module(_CHUNK_BACKENDS[backend]).load_program
+        return StagedVLARuntime(Path(bundle_dir), backend, load, num_threads=threads)
     module, cls = _BACKENDS[backend]
     return getattr(importlib.import_module(module), cls)(Path(bundle_dir), num_threads=threads)
 

@@ -18,6 +18,8 @@ from omni_vla.cameras import CameraInput, check_camera_name
 from omni_vla.runtime.bundle import MANIFEST_NAME, BundleError, BundleManifest, read_manifest
 from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, ChunkManifest
+from omni_vla.runtime.vla import is_vla_bundle, read_vla_manifest
+from omni_vla.runtime.vla_manifest import VLAManifest
 
 
 class ChunkLoopRuntime:
@@ -67,6 +69,9 @@ def is_chunk_bundle(bundle_dir: str | Path) -> bool:
     return isinstance(raw, dict) and raw.get("format") == CHUNK_FORMAT and raw.get("kind") == "chunk"
 
 
-def read_any_manifest(bundle_dir: str | Path) -> BundleManifest | ChunkManifest:
-    """The validated manifest of a bundle of either format (docs/bundle_format.md); both name their `policy`."""
-    return read_chunk_manifest(bundle_dir) if is_chunk_bundle(bundle_dir) else read_manifest(bundle_dir)
+def read_any_manifest(bundle_dir: str | Path) -> BundleManifest | ChunkManifest | VLAManifest:
+    """The validated manifest of a bundle of any format and kind (docs/bundle_format.md); all name their `policy`,
+    `joint_names` and `cameras`."""
+    if is_chunk_bundle(bundle_dir):
+        return read_chunk_manifest(bundle_dir)
+    return read_vla_manifest(bundle_dir) if is_vla_bundle(bundle_dir) else read_manifest(bundle_dir)

@@ -56,9 +56,10 @@ def make_executorch_encoder(path: Path, num_threads: int) -> TextEncoderFn:
     return run
 
 
-def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
-                       num_threads: int) -> Callable[[], np.ndarray]:
-    """A kind-"chunk" bundle's program (runtime/chunk.py): run() reads `inputs` through zero-copy torch views."""
+def load_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                 num_threads: int) -> Callable[[], list[np.ndarray]]:
+    """One stage of a format-3 bundle: run() reads `inputs` through zero-copy torch views and returns every
+    output (the runtime's own buffers, overwritten by the next run)."""
     set_executorch_threads(num_threads)
     try:
         program = Runtime.get().load_program(str(path))
@@ -72,11 +73,18 @@ def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.nd
                               f"manifest says {t.shape}")
     views = [torch.from_numpy(x) for x in inputs]
 
-    def run() -> np.ndarray:
+    def run() -> list[np.ndarray]:
         _ = program  # keep the Program alive as long as the method (dropping it can segfault)
-        return method._method(views, clone_outputs=False)[0].numpy()
+        return [o.numpy() for o in method._method(views, clone_outputs=False)]
 
     return run
+
+
+def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                       num_threads: int) -> Callable[[], np.ndarray]:
+    """A kind-"chunk" bundle's program (runtime/chunk.py): its one output."""
+    run = load_program(path, stage, inputs, num_threads)
+    return lambda: run()[0]
 
 
 class ExecuTorchRuntime(BundleRuntimeBase):

@@ -56,23 +56,32 @@ def make_mnn_encoder(path: Path, num_threads: int) -> TextEncoderFn:
     return run
 
 
-def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
-                       num_threads: int) -> Callable[[], np.ndarray]:
-    """A kind-"chunk" bundle's program (runtime/chunk.py): run() reads `inputs` (refilled in place by the caller)."""
+def load_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                 num_threads: int) -> Callable[[], list[np.ndarray]]:
+    """One stage of a format-3 bundle: run() reads `inputs` (refilled in place by the caller, float32 or int32 as
+    the stage's TensorSpecs say) and returns every output (views the next run overwrites)."""
     MNN = import_mnn()
     rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": num_threads},))
     mod = MNN.nn.load_module_from_file(str(path), [t.name for t in stage.inputs], [t.name for t in stage.outputs],
                                        runtime_manager=rt, shape_mutable=False)
     if mod is None:
         raise BundleError(f"MNN could not load {path}")
-    holders = [MNN.expr.placeholder(list(t.shape), MNN.expr.NCHW, MNN.expr.dtype.float) for t in stage.inputs]
+    kinds = {"float32": MNN.expr.dtype.float, "int32": MNN.expr.dtype.int}
+    holders = [MNN.expr.placeholder(list(t.shape), MNN.expr.NCHW, kinds[t.dtype]) for t in stage.inputs]
 
-    def run() -> np.ndarray:
+    def run() -> list[np.ndarray]:
         for holder, x in zip(holders, inputs):
             holder.write(x)
-        return mod.forward(holders)[0].read()
+        return [o.read() for o in mod.forward(holders)]
 
     return run
+
+
+def load_chunk_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                       num_threads: int) -> Callable[[], np.ndarray]:
+    """A kind-"chunk" bundle's program (runtime/chunk.py): its one output."""
+    run = load_program(path, stage, inputs, num_threads)
+    return lambda: run()[0]
 
 
 class MNNRuntime(BundleRuntimeBase):

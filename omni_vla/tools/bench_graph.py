@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import rclpy
+import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -33,12 +34,17 @@ from omni_vla.core.settings import RUNTIME_BACKENDS
 from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
+from omni_vla.tools.limits_oracle import check_commands, read_limits
 
 REPO = Path(__file__).resolve().parents[2]
 HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]  # the sim's home pose (sim/robot.py HOME_QPOS)
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
 INSTRUCTION = "pick up the red cube"
 SAFE_TOPIC = "/forward_position_controller/commands"
+# vla_node's diagnostics lifted into the result (counts since the node started, latencies over its recent window)
+VLA_FIGURES = ("missed_ticks", "starved_ticks", "holds", "chunks", "splices", "splice_jump_p95", "splice_jump_max",
+               "inference_latency_p50_ms", "inference_latency_p95_ms", "delay_ticks", "rate_hz_target",
+               "worker_restarts")
 PROPOSED_TOPIC = "/omni_vla/proposed_command"
 
 
@@ -108,6 +114,7 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
     reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
     latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     arrivals: dict[str, list[float]] = {"proposed": [], "safe": []}
+    safe_values: list[tuple[float, tuple[float, ...]]] = []
     diag: dict[str, dict[str, str]] = {}
     firsts: dict[str, float] = {}
     window = [float("inf"), float("inf")]  # set once the first proposal arrives
@@ -127,8 +134,12 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
 
     node.create_subscription(JointTrajectory, PROPOSED_TOPIC,
                              lambda m: arrivals["proposed"].append(time.monotonic()), reliable)
-    node.create_subscription(Float64MultiArray, SAFE_TOPIC, lambda m: arrivals["safe"].append(time.monotonic()),
-                             reliable)
+    def on_safe(msg: Float64MultiArray) -> None:
+        now = time.monotonic()
+        arrivals["safe"].append(now)
+        safe_values.append((now, tuple(msg.data)))
+
+    node.create_subscription(Float64MultiArray, SAFE_TOPIC, on_safe, reliable)
     node.create_subscription(String, "/omni_vla/safety_status", on_status, 10)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
     node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=INSTRUCTION))
@@ -146,11 +157,21 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
               "first_proposal_s": _since(arrivals["proposed"], t_launch), "first_active_s": _since(
                   [firsts["active"]] if "active" in firsts else [], t_launch),
               "cold_start_s": _since(arrivals["safe"], t_launch), "diagnostics": diag, "policy_started": started, "tick_lateness_ms": tick_late,
-              "probe_scheduling": scheduling}
+              "probe_scheduling": scheduling, "limits_oracle": _oracle(safe_values, window)}
     out.write_text(json.dumps(result))
     executor.shutdown()
     node.destroy_node()
     rclpy.try_shutdown()
+
+
+def _oracle(values: list[tuple[float, tuple[float, ...]]], window: list[float]) -> dict[str, Any]:
+    """What reached the robot inside the window, checked against config/joint_limits.yaml by limits_oracle (which
+    shares no code with the supervisor), at the supervisor's configured command rate."""
+    params = yaml.safe_load((REPO / "config" / "safety_supervisor.yaml").read_text())["safety_supervisor"]
+    rate = float(params["ros__parameters"]["rate_hz"])
+    inside = np.array([v for t, v in values if window[0] <= t <= window[1] and len(v) == len(JOINTS)])
+    return {**check_commands(inside.reshape(-1, len(JOINTS)), read_limits(REPO / "config" / "joint_limits.yaml", JOINTS),
+                             rate), "command_rate_hz": rate}
 
 
 def _realtime(priority: int) -> str:
@@ -205,6 +226,7 @@ def _node_figures(result: dict[str, Any]) -> None:
     result["missed_ticks"] = None if missed is None else int(missed)
     result["safety_scheduling"] = safety.get("scheduling")
     result["vla_tick_lateness_ms"] = {"p99": num(vla, "tick_lateness_p99_ms"), "max": num(vla, "tick_lateness_max_ms")}
+    result["vla_loop"] = {k: num(vla, k) for k in VLA_FIGURES}
 
 
 def _child(role: str, domain: int, env: dict[str, str], *extra: str) -> subprocess.Popen:
@@ -222,7 +244,7 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
     return proc.wait()
 
 
-def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+def run_bench(args: argparse.Namespace, bundle: Path) -> dict[str, Any]:
     """Start the graph, let the probe measure, stop everything; the probe's figures plus exit codes."""
     domain = args.domain or random.Random(time.time_ns() ^ os.getpid()).randint(101, 232)
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain)}
@@ -231,8 +253,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                   else s for s in ROBOT_NODES)
     # The fake robot's static images make the policy reach past the gripper's range; saturating keeps the
     # supervisor on its limiting path (as with a real robot) instead of refusing and holding.
-    overrides = {"vla_node": {"bundle_dir": str(args.bundle.resolve()), "backend": args.backend, "autostart": True},
-                 "safety_supervisor": {"out_of_range": "saturate"}}
+    overrides = {"vla_node": {**dict(args.param), "bundle_dir": str(bundle.resolve()), "backend": args.backend,
+                              "autostart": True},
+                 "safety_supervisor": {"out_of_range": "saturate", **dict(args.safety_param)}}
     with tempfile.TemporaryDirectory(prefix="bench_graph_") as tmp:
         log_dir = args.log_dir or Path(tmp) / "logs"
         out = Path(tmp) / "probe.json"
@@ -255,9 +278,28 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         if not result["policy_started"]:
             result["logs"] = _tails(log_dir)
     _node_figures(result)
-    result.update(exit_codes=codes, domain_id=domain, duration_s=args.duration, warmup_s=args.warmup,
+    result.update(bundle=str(bundle), exit_codes=codes, domain_id=domain, duration_s=args.duration,
+                  warmup_s=args.warmup, vla_params=overrides["vla_node"], safety_params=overrides["safety_supervisor"],
                   loadavg=os.getloadavg())
     return result
+
+
+def compare(policy: dict[str, Any], reference: dict[str, Any]) -> dict[str, float | None]:
+    """policy / reference for the figures #30 compares (None where one side has none or the reference is 0)."""
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if a is None or not b else round(a / b, 3)
+
+    return {"tick_lateness_p99": ratio(policy["tick_lateness_ms"]["p99"], reference["tick_lateness_ms"]["p99"]),
+            "vla_tick_lateness_p99": ratio(policy["vla_tick_lateness_ms"]["p99"], reference["vla_tick_lateness_ms"]["p99"]),
+            "safe_period_p99": ratio(policy["safe_period_ms"]["p99"], reference["safe_period_ms"]["p99"])}
+
+
+def node_param(text: str) -> tuple[str, str]:
+    """`--param key=value` for a node (e.g. strategy=rtc, inference_timeout_s=30)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--param {text!r}: expected key=value, e.g. strategy=rtc")
+    return key.strip(), value.strip()
 
 
 def _tails(log_dir: Path, chars: int = 1500) -> dict[str, str]:
@@ -278,6 +320,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-priority", type=int, default=50,
                    help="SCHED_FIFO priority of the measuring subscriber (ros2_control's default 50; 0 = normal)")
     p.add_argument("--log-dir", type=Path, default=None, help="keep the nodes' logs here")
+    p.add_argument("--param", type=node_param, action="append", default=[],
+                   help="a vla_node parameter for this run, key=value (repeatable)")
+    p.add_argument("--safety-param", type=node_param, action="append", default=[],
+                   help="a safety_supervisor parameter for this run, key=value (repeatable), e.g. command_timeout_s "
+                        "above a slow policy's tick period")
+    p.add_argument("--compare-reference", action="store_true",
+                   help="then run the shipped reference bundle the same way, in the same command, and report ratios")
     p.add_argument("--role", default="bench", choices=["bench", "robot", "probe"], help=argparse.SUPPRESS)
     p.add_argument("--t-launch", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -293,7 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         run_probe(args.domain, args.t_launch, args.warmup, args.duration, args.startup_timeout, args.out,
                   args.probe_priority)
         return 0
-    result = run_bench(args)
+    result = run_bench(args, args.bundle)
+    if args.compare_reference:
+        ref_logs = args.log_dir / "reference" if args.log_dir else None
+        reference = run_bench(argparse.Namespace(**{**vars(args), "log_dir": ref_logs}), REPO / "bundles" / "reference")
+        result = {"policy": result, "reference": reference, "ratios": compare(result, reference)}
+        if args.json:
+            print(json.dumps(result))
+        return 0 if result["policy"]["policy_started"] and reference["policy_started"] else 1
     if args.json:
         print(json.dumps(result))
     else:

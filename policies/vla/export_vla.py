@@ -97,6 +97,9 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKEND
                 log(f"{name}.{backend}: {path.stat().st_size / 1e6:.1f} MB in {report[name][backend]['export_s']} s")
     for fp32 in out.glob("*.fp32.onnx"):
         fp32.unlink()
+    earlier = json.loads((out / "export.json").read_text()) if (out / "export.json").is_file() else {}
+    if earlier.get("int8") == int8:  # re-exporting some stages (e.g. finish at the robot's width) keeps the rest
+        report = {**earlier.get("stages", {}), **report}
     (out / "export.json").write_text(json.dumps({"stages": report, "int8": int8, "versions": versions()}, indent=1))
     return report
 
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", type=Path, default=None, help="LeRobot SmolVLAPolicy model.safetensors")
     p.add_argument("--backends", default=",".join(BACKENDS))
     p.add_argument("--stages", default="vision,prefix,step,finish")
+    p.add_argument("--state-dim", type=int, default=None, help="the robot's state width (default: the size's)")
+    p.add_argument("--action-dim", type=int, default=None, help="the robot's action width, what finish keeps")
     p.add_argument("--int8", action="store_true", help="the int8 variant: onnxruntime and ExecuTorch dynamic "
                    "(int8 weights and activations), MNN weight-only")
     args = p.parse_args(argv)
@@ -118,7 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.weights is not None and not args.weights.is_file():
         print(f"--weights {args.weights} is not a file: expected a LeRobot SmolVLA model.safetensors", file=sys.stderr)
         return 2
-    model = build(SIZES[args.size](), args.weights)
+    arch = SIZES[args.size]()
+    dims = {k: v for k, v in (("state_dim", args.state_dim), ("action_dim", args.action_dim)) if v is not None}
+    if any(not 1 <= v <= arch.max_state_dim for v in dims.values()):
+        print(f"--state-dim/--action-dim {dims}: expected 1..{arch.max_state_dim} (the padded width)", file=sys.stderr)
+        return 2
+    model = build(arch.model_copy(update=dims), args.weights)
     export_stages(model, args.out, backends, tuple(args.stages.split(",")), log=lambda s: print(s, file=sys.stderr),
                   int8=args.int8)
     return 0
