@@ -265,6 +265,24 @@ class Controller:
         return {"p50_ms": 1e3 * float(lat[n // 2]), "p95_ms": 1e3 * float(lat[int(0.95 * n)]),
                 "max_ms": 1e3 * float(lat[-1])}
 
+    def delay_headroom(self) -> int:
+        """Ticks to spare before the queue runs dry at the measured delay d (negative: it will starve).
+
+        A request is made when H - s actions are left, or at once when the previous one took longer than s
+        ticks; with one request in flight, every tick is covered iff d + max(s, d) <= H."""
+        h, d, s = self.queue.horizon, self.delay_ticks, self.config.execution_horizon
+        return h - max(s, d) - d
+
+    def too_slow(self, latency_s: float) -> str:
+        """What to change when delay_headroom() < 0: the largest delay any s covers is d_max = H - max(s, H/2)."""
+        h, s = self.queue.horizon, self.config.execution_horizon
+        d_max = h - max(s, math.ceil(h / 2))
+        hint = f"lower rate_hz to <= {d_max / latency_s:.3g} Hz" if d_max > 0 else "use a bundle with longer chunks"
+        if s > math.ceil(h / 2):
+            hint += f" or execution_horizon to <= {h // 2}"
+        return (f"inference p95 {1e3 * latency_s:.0f} ms = {self.delay_ticks} ticks at {self.config.rate_hz:g} Hz, "
+                f"more than the {d_max} that chunks of {h} executed {s} at a time cover: the queue will run dry; {hint}")
+
     def jump_summary(self) -> dict[str, float]:
         """Splice jumps of recent chunk boundaries (the latency window's count) and the largest since start."""
         n = min(self._jump_n, self._jumps.shape[0])
@@ -277,6 +295,7 @@ class Controller:
         return {
             "state": self.state, "reason": self.reason, "tick": self.tick,
             "queue_depth": self.queue.remaining(self.tick), "delay_ticks": self.delay_ticks,
+            "delay_headroom_ticks": self.delay_headroom(),
             "strategy": self.strategy, "backend": self.inference.backend,
             "inference_latency": self.latency_summary(), "splice_jump": self.jump_summary(), **self.counts,
         }

@@ -458,6 +458,9 @@ class VlaNode(Node):
         elif new_fallbacks and level == DiagnosticStatus.OK:
             level = DiagnosticStatus.WARN
             message = f"{message}; {new_fallbacks} header.stamp(s) not usable ({store.last_stamp_fallback})"
+        if self._active and inf.healthy and s["delay_headroom_ticks"] < 0 and lat["p95_ms"] > 0:
+            level = max(level, DiagnosticStatus.WARN)
+            message = f"{message}; {ctl.too_slow(lat['p95_ms'] / 1e3)}"
         status = DiagnosticStatus(level=level, name=f"{self.get_name()}: control loop", message=message,
                                   hardware_id=self.hardware_id)
         with store.lock:
@@ -468,7 +471,7 @@ class VlaNode(Node):
             "tick_lateness_max_ms": round(1e3 * st.max_lateness, 4), "missed_ticks": st.missed,
             "overruns": st.overruns, "inference_latency_p50_ms": round(lat["p50_ms"], 3),
             "inference_latency_p95_ms": round(lat["p95_ms"], 3), "delay_ticks": s["delay_ticks"],
-            "queue_depth": s["queue_depth"], "commands": s["commands"], "holds": s["holds"],
+            "queue_depth": s["queue_depth"], "delay_headroom_ticks": s["delay_headroom_ticks"], "commands": s["commands"], "holds": s["holds"],
             "starved_ticks": s["starved_ticks"], "splice_jump_p95": round(s["splice_jump"]["p95"], 5),
             "splice_jump_max": round(s["splice_jump"]["max"], 5), "splices": s["splice_jump"]["count"],
             "chunks": s["chunks"], "worker_state": inf.worker_state, "worker_pid": inf.pid, "worker_restarts": inf.restarts,

@@ -146,7 +146,7 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
     end = time.monotonic() + startup_timeout
     while time.monotonic() < end:
         executor.spin_once(timeout_sec=0.05)
-        if arrivals["proposed"] and end > arrivals["proposed"][0] + warmup + duration:
+        if arrivals["proposed"] and window[0] == float("inf"):  # the startup timeout bounds the wait only
             end = arrivals["proposed"][0] + warmup + duration
             window[:] = [arrivals["proposed"][0] + warmup, end]
     started = bool(arrivals["proposed"])

@@ -1,0 +1,74 @@
+"""The loop predicts starvation: with one request in flight, a chunk of H executed s at a time covers every tick
+iff the delay d satisfies d + max(s, d) <= H. The prediction (`delay_headroom`) is checked against what the
+controller really does over every (H, s, d) of a small grid, and the advice names a rate that would fit."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from omni_vla.cameras import CameraInput
+from omni_vla.core.assembly import build_loop
+from omni_vla.core.settings import LoopSettings
+from omni_vla.inference.client import SyncInference
+
+
+def policy(h: int):  # noqa: ANN201
+    class Constant:
+        backend, horizon, action_dim, max_prefix, embedding_dim = "toy", h, 1, 0, 1
+        cameras = (CameraInput("front", 8, 8),)
+        joint_names = ["a"]
+
+        def encode_instruction(self, text: str) -> np.ndarray:
+            return np.zeros(1, np.float32)
+
+        def infer(self, images, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
+            out[:] = 0.5
+
+        def close(self) -> None:
+            pass
+
+    return Constant()
+
+
+def run(h: int, s: int, d: int, ticks: int = 60):  # noqa: ANN201
+    loop = build_loop(LoopSettings(rate_hz=10, execution_horizon=s, joint_names=["a"]),
+                      SyncInference(policy(h), delay_ticks=d, period_s=0.1))
+    for tick in range(ticks):
+        now = 0.1 * tick
+        loop.step({"front": np.zeros((8, 8, 3), np.uint8), "qpos": np.zeros(1), "qvel": np.zeros(1),
+                   "instruction": "go", "stamps": {"front": now, "joints": now}}, tick, now)
+    return loop.controller
+
+
+@pytest.mark.parametrize("h", [4, 5, 8])
+def test_the_headroom_predicts_starvation_for_every_horizon_steps_and_delay(h: int) -> None:
+    for s in range(1, h + 1):
+        for d in range(0, h + 1):
+            c = run(h, s, d)
+            assert c.delay_ticks == d
+            covered = c.counts["commands"] == 60 - d  # every tick from the first chunk's arrival on
+            assert (c.delay_headroom() >= 0) == covered, (h, s, d, c.counts)
+            assert c.delay_headroom() == h - max(s, d) - d and c.status()["delay_headroom_ticks"] == c.delay_headroom()
+
+
+def test_the_advice_names_the_delay_that_fits_and_a_rate_that_gives_it() -> None:
+    c = run(8, 4, 5)  # d_max = 8 - max(4, 4) = 4 < 5
+    msg = c.too_slow(0.5)
+    assert msg.startswith("inference p95 500 ms = 5 ticks at 10 Hz, more than the 4 that chunks of 8 executed 4")
+    assert "lower rate_hz to <= 8 Hz" in msg and "execution_horizon" not in msg
+    rate = float(re.search(r"<= ([0-9.]+) Hz", msg).group(1))
+    assert int(np.ceil(0.5 * rate)) + max(4, int(np.ceil(0.5 * rate))) <= 8  # that rate really fits
+
+
+def test_a_long_execution_horizon_is_named_as_the_other_way_out() -> None:
+    c = run(8, 7, 2)  # d_max = 8 - 7 = 1 < 2
+    msg = c.too_slow(0.2)
+    assert "more than the 1 that chunks of 8 executed 7" in msg
+    assert msg.endswith("lower rate_hz to <= 5 Hz or execution_horizon to <= 4")
+
+
+def test_chunks_too_short_for_any_rate_say_so() -> None:
+    c = run(1, 1, 1)  # d_max = 1 - 1 = 0
+    assert c.too_slow(0.1).endswith("use a bundle with longer chunks")
