@@ -72,19 +72,16 @@ class ChunkStageSpec(_Strict):
     artifacts: dict[Backend, ArtifactSpec]
 
 
-class ChunkManifest(_Strict):
+class Format3Manifest(_Strict):
+    """What a format-3 manifest states whatever its kind: the policy, the robot side and the rate."""
+
     format: Literal["omni_vla.bundle/3"]
-    kind: Literal["chunk"]
-    policy: str = Field(description="architecture, e.g. lerobot_act")
-    source: dict = Field(description="where the weights came from (checkpoint path, hashes, its config)")
+    policy: str = Field(description="architecture, e.g. lerobot_act, lerobot_smolvla")
+    source: dict = Field(description="where the weights came from (checkpoint, hashes, configuration)")
     control_rate_hz: float = Field(gt=0)
     cameras: list[CameraSpec] = Field(min_length=1)
     state: StateSpec
     action: ActionSpec
-    instruction_input: InstructionInputSpec | None = None
-    normalization: dict[str, AffineSpec] = Field(
-        description="one per camera name, 'state', 'action' (and 'environment_state' with an instruction_input)")
-    stages: dict[str, ChunkStageSpec]
     versions: dict[str, str]
 
     @property
@@ -92,8 +89,7 @@ class ChunkManifest(_Strict):
         """The action's joints, in order (as a format-2 manifest names them)."""
         return list(self.action.joint_names)
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "ChunkManifest":
+    def _check_robot_side(self) -> None:
         names = [c.name for c in self.cameras]
         if len(set(names)) != len(names):
             raise ValueError(f"camera names must be unique, got {names}")
@@ -104,6 +100,29 @@ class ChunkManifest(_Strict):
             raise ValueError(f"action.gripper {self.action.gripper!r} is not one of action.joint_names")
         if self.action.execute_steps > self.action.chunk_length:
             raise ValueError(f"action.execute_steps {self.action.execute_steps} > chunk_length {self.action.chunk_length}")
+
+
+def check_affine(key: str, aff: AffineSpec, size: int) -> None:
+    """One value (broadcast) or one per element, and every divisor positive."""
+    for field in ("subtract", "divide"):
+        n = len(getattr(aff, field))
+        if n not in (1, size):
+            raise ValueError(f"normalization.{key}.{field} has {n} values, expected 1 or {size}")
+    if min(aff.divide) <= 0:
+        raise ValueError(f"normalization.{key}.divide must be > 0")
+
+
+class ChunkManifest(Format3Manifest):
+    kind: Literal["chunk"]
+    instruction_input: InstructionInputSpec | None = None
+    normalization: dict[str, AffineSpec] = Field(
+        description="one per camera name, 'state', 'action' (and 'environment_state' with an instruction_input)")
+    stages: dict[str, ChunkStageSpec]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ChunkManifest":
+        self._check_robot_side()
+        names = [c.name for c in self.cameras]
         cond = self.instruction_input
         want_norm = {*names, "state", "action"} | ({cond.input} if cond else set())
         if set(self.normalization) != want_norm:
@@ -116,12 +135,7 @@ class ChunkManifest(_Strict):
             if bad:
                 raise ValueError(f"instruction_input.table vectors must have {len(cond.names)} values, got {bad}")
         for key, aff in self.normalization.items():
-            for field in ("subtract", "divide"):
-                n = len(getattr(aff, field))
-                if n not in (1, sizes[key]):
-                    raise ValueError(f"normalization.{key}.{field} has {n} values, expected 1 or {sizes[key]}")
-            if min(aff.divide) <= 0:
-                raise ValueError(f"normalization.{key}.divide must be > 0")
+            check_affine(key, aff, sizes[key])
         if set(self.stages) != {CHUNK_STAGE}:
             raise ValueError(f"stages {sorted(self.stages)}, expected ['{CHUNK_STAGE}']")
         stage = self.stages[CHUNK_STAGE]

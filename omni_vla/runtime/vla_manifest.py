@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from omni_vla.runtime.chunk_manifest import ActionSpec, AffineSpec, CameraSpec, ChunkStageSpec, StateSpec
+from omni_vla.runtime.chunk_manifest import AffineSpec, ChunkStageSpec, Format3Manifest, check_affine
 
 VLA_KIND = "vla"
 VLA_STAGES = ("vision", "prefix", "step", "finish")
@@ -37,47 +37,26 @@ class LanguageSpec(_Strict):
 class FlowSpec(_Strict):
     num_steps: int = Field(ge=1, description="Euler steps from time 1 (noise) to 0 (actions), dt = -1/num_steps")
     padded_state_dim: int = Field(ge=1, description="the state is zero-padded to this width after normalisation")
-    padded_action_dim: int = Field(ge=1, description="the flow runs at this width; noise beyond the robot's is drawn here")
+    padded_action_dim: int = Field(ge=1, description="the flow runs at this width; the columns beyond the robot's start at 0")
     max_prefix: int = Field(ge=0, description="committed actions real-time chunking may pin (inpainted each step)")
 
 
-class VLAManifest(_Strict):
-    format: Literal["omni_vla.bundle/3"]
+class VLAManifest(Format3Manifest):
     kind: Literal["vla"]
-    policy: str = Field(description="architecture, e.g. lerobot_smolvla")
-    source: dict = Field(description="where the weights and the configuration came from")
-    control_rate_hz: float = Field(gt=0)
-    cameras: list[CameraSpec] = Field(min_length=1)
-    state: StateSpec
-    action: ActionSpec
     normalization: dict[str, AffineSpec] = Field(description="'state' and 'action': normalised = (raw - subtract) / divide")
     language: LanguageSpec
     flow: FlowSpec
     stages: dict[str, ChunkStageSpec]
-    versions: dict[str, str]
-
-    @property
-    def joint_names(self) -> list[str]:
-        return list(self.action.joint_names)
 
     def shapes(self, stage: str) -> list[tuple[int, ...]]:
         return [t.shape for t in self.stages[stage].inputs]
 
     @model_validator(mode="after")
     def _consistent(self) -> "VLAManifest":
-        names = [c.name for c in self.cameras]
-        if len(set(names)) != len(names):
-            raise ValueError(f"camera names must be unique, got {names}")
+        self._check_robot_side()
         if len({(c.height, c.width) for c in self.cameras}) != 1:
             raise ValueError("every camera must have the vision stage's resolution (one vision program serves all)")
-        for spec, what in ((self.state, "state"), (self.action, "action")):
-            if len(spec.units) != len(spec.joint_names):
-                raise ValueError(f"{what}: {len(spec.units)} units for {len(spec.joint_names)} joints")
         a, f, lang = self.action, self.flow, self.language
-        if a.gripper is not None and a.gripper not in a.joint_names:
-            raise ValueError(f"action.gripper {a.gripper!r} is not one of action.joint_names")
-        if a.execute_steps > a.chunk_length:
-            raise ValueError(f"action.execute_steps {a.execute_steps} > chunk_length {a.chunk_length}")
         if f.max_prefix >= a.chunk_length:
             raise ValueError(f"flow.max_prefix {f.max_prefix} must be < chunk_length {a.chunk_length}")
         s, d = len(self.state.joint_names), len(a.joint_names)
@@ -92,12 +71,7 @@ class VLAManifest(_Strict):
         if set(self.normalization) != {"state", "action"}:
             raise ValueError(f"normalization keys {sorted(self.normalization)}, expected ['action', 'state']")
         for key, n in (("state", s), ("action", d)):
-            aff = self.normalization[key]
-            for field in ("subtract", "divide"):
-                if len(getattr(aff, field)) not in (1, n):
-                    raise ValueError(f"normalization.{key}.{field} has {len(getattr(aff, field))} values, expected 1 or {n}")
-            if min(aff.divide) <= 0:
-                raise ValueError(f"normalization.{key}.divide must be > 0")
+            check_affine(key, self.normalization[key], n)
         self._check_stages()
         return self
 
