@@ -70,3 +70,8 @@ def test_a_single_boundary_is_every_percentile_and_the_maximum() -> None:
 def test_a_window_not_yet_full_uses_only_the_jumps_measured() -> None:
     c = run_until(chunks=4, window=32)  # 3 boundaries: 2 * (28, 1, 2) / 64 and 29 unused zeros in the window
     assert c.jump_summary() == {"p50": 2 * 2 / 64, "p95": 2 * 28 / 64, "max": 2 * 28 / 64, "count": 3}
+
+
+def test_the_median_of_an_even_count_of_jumps_is_the_upper_middle_one() -> None:
+    c = run_until(chunks=7, window=8)  # 6 boundaries, sorted 2 * (1, 2, 3, 4, 5, 28) / 64
+    assert c.jump_summary() == {"p50": 2 * 4 / 64, "p95": 2 * 28 / 64, "max": 2 * 28 / 64, "count": 6}
