@@ -72,9 +72,6 @@ class StagedVLARuntime:
                                   f"{sorted(m.stages[stage].artifacts)}")
             path = verify_artifact(self.bundle_dir, spec)
             self._runs[stage] = load_program(path, m.stages[stage], self._bufs[stage], num_threads)
-        p = self._bufs["prefix"]
-        self._prefix_mask_in = p[2]
-        self._step_mask_in = self._bufs["step"][4]
         self._norm = {k: (np.asarray(a.subtract, np.float32), np.asarray(a.divide, np.float32))
                       for k, a in m.normalization.items()}
         self._noise = np.zeros(self._bufs["step"][0].shape, np.float32)  # full padded width
