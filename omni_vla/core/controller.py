@@ -32,6 +32,12 @@ from omni_vla.core.perception import ImageRejected, PolicyImage
 OK, WAITING, STALE, ERROR = "OK", "WAITING", "STALE", "ERROR"
 
 
+def floor_3(x: float) -> float:
+    """x rounded down to 3 significant digits: an advised maximum must not be rounded past the limit."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.floor(x / step * (1 + 1e-12)) * step  # the 1e-12: 8.0 / 0.01 is 799.999... in floats
+
+
 class Controller:
     """Turns observations into one command per tick from asynchronously computed action chunks."""
 
@@ -277,7 +283,7 @@ class Controller:
         """What to change when delay_headroom() < 0: the largest delay any s covers is d_max = H - max(s, H/2)."""
         h, s = self.queue.horizon, self.config.execution_horizon
         d_max = h - max(s, math.ceil(h / 2))
-        hint = f"lower rate_hz to <= {d_max / latency_s:.3g} Hz" if d_max > 0 else "use a bundle with longer chunks"
+        hint = f"lower rate_hz to <= {floor_3(d_max / latency_s):.3g} Hz" if d_max > 0 else "use a bundle with longer chunks"
         if s > math.ceil(h / 2):
             hint += f" or execution_horizon to <= {h // 2}"
         return (f"inference p95 {1e3 * latency_s:.0f} ms = {self.delay_ticks} ticks at {self.config.rate_hz:g} Hz, "

@@ -109,9 +109,6 @@ def test_at_the_advised_rate_the_same_latency_fits(latency_s: float, rate_hz: fl
     assert fits.delay_headroom() >= 0 and fits.counts["commands"] == TICKS - fits.delay_ticks
 
 
-@pytest.mark.xfail(strict=True, reason="too_slow formats d_max / latency with :.3g, which rounds 4 / 0.6 = 6.667 up to "
-                   "6.67 Hz; at 6.67 Hz a 0.6 s inference is 4.002 periods, so d = 5 > d_max = 4 and the loop starves "
-                   "(the advised rate should be rounded down)")
 def test_an_advised_rate_rounded_to_three_digits_still_fits() -> None:
     c = run(8, 4, ticks(0.6, 10.0), latency_s=0.6)
     msg = c.too_slow(0.6)
