@@ -56,12 +56,28 @@ class SigintFlag:
         return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and (self.seen or context_shut_down))
 
 
+def quiet_half_built_executors(flag: SigintFlag) -> None:
+    """After a stop signal, drop the one known false traceback: rclpy's `Executor.__del__` reads `_sigint_gc`, which
+    its `__init__` never set when the signal had already shut the context down (`rclpy.spin` builds its executor
+    after the node, so a SIGTERM while the node starts lands there). Anything else, and anything before a stop
+    signal, still reaches the default hook."""
+    default = sys.unraisablehook
+
+    def hook(args: "sys.UnraisableHookArgs") -> None:
+        if flag.seen and isinstance(args.exc_value, AttributeError) and "_sigint_gc" in str(args.exc_value):
+            return
+        default(args)
+
+    sys.unraisablehook = hook
+
+
 @contextmanager
 def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Iterator[SigintFlag]:
     """A node process's life: stop-signal handling, rclpy.init, and on the way out (clean or not) the callables
     in `cleanup` (filled in as the body creates things) and rclpy's shutdown. A Ctrl-C or an external
     shutdown (or SIGTERM) ends the body cleanly; any other error still propagates."""
     sigint = SigintFlag().install()
+    quiet_half_built_executors(sigint)
     try:
         rclpy.init(args=argv if argv is not None else sys.argv)
         sigint.ros_started = True

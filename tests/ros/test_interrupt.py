@@ -125,3 +125,37 @@ def test_only_the_first_stop_signal_before_rclpy_raises_and_none_once_disarmed_o
     running.ros_started = True  # rclpy's handler stops spin; nothing raises inside its executor
     running._handler(signal.SIGINT, None)
     assert late.seen and flag.seen and running.seen
+
+
+HALF_BUILT = """
+import gc, sys, rclpy
+from rclpy.executors import SingleThreadedExecutor
+from omni_vla.ros.interrupt import SigintFlag, quiet_half_built_executors
+flag = SigintFlag()
+flag.seen = sys.argv[1] == "seen"
+quiet_half_built_executors(flag)
+rclpy.init()
+rclpy.shutdown()  # what rclpy's signal handling does on SIGTERM
+try:
+    SingleThreadedExecutor()  # rclpy.spin builds its executor now: __init__ fails on the shut-down context
+except Exception:
+    pass
+gc.collect()
+class Broken:
+    def __del__(self):
+        raise ValueError("a real error in a finaliser")
+Broken()
+gc.collect()
+"""
+
+
+@pytest.mark.parametrize("seen", ["seen", "not seen"])
+def test_an_executor_cut_short_by_a_stop_signal_leaves_no_traceback_and_other_finaliser_errors_still_show(
+        seen: str) -> None:
+    """rclpy's Executor.__del__ reads an attribute its __init__ never set when the context was already shut down
+    (CI saw it once: SIGTERM to sim_node while it started). After a stop signal that one message is dropped; before
+    one it is shown, and an unrelated finaliser error is always shown."""
+    out = subprocess.run([sys.executable, "-c", HALF_BUILT, seen], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert ("_sigint_gc" in out.stderr) == (seen == "not seen"), out.stderr[-2000:]
+    assert "a real error in a finaliser" in out.stderr
