@@ -10,11 +10,15 @@ import pytest
 
 from omni_vla.cameras import CameraInput
 from omni_vla.core.assembly import build_loop
+from omni_vla.core.controller import Controller
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference
 
 
-def policy(h: int):  # noqa: ANN201
+TICKS = 60
+
+
+def constant_policy(h: int):  # noqa: ANN201
     class Constant:
         backend, horizon, action_dim, max_prefix, embedding_dim = "toy", h, 1, 0, 1
         cameras = (CameraInput("front", 8, 8),)
@@ -32,11 +36,14 @@ def policy(h: int):  # noqa: ANN201
     return Constant()
 
 
-def run(h: int, s: int, d: int, ticks: int = 60):  # noqa: ANN201
-    loop = build_loop(LoopSettings(rate_hz=10, execution_horizon=s, joint_names=["a"]),
-                      SyncInference(policy(h), delay_ticks=d, period_s=0.1))
-    for tick in range(ticks):
-        now = 0.1 * tick
+def run(h: int, s: int, d: int, rate_hz: float = 10.0, latency_s: float | None = None) -> Controller:
+    """A loop at rate_hz whose chunks land d ticks after the request, reporting latency_s (default d periods)."""
+    period = 1.0 / rate_hz
+    inference = SyncInference(constant_policy(h), delay_ticks=d,
+                              period_s=period if latency_s is None or d == 0 else latency_s / d)
+    loop = build_loop(LoopSettings(rate_hz=rate_hz, execution_horizon=s, joint_names=["a"]), inference)
+    for tick in range(TICKS):
+        now = period * tick
         loop.step({"front": np.zeros((8, 8, 3), np.uint8), "qpos": np.zeros(1), "qvel": np.zeros(1),
                    "instruction": "go", "stamps": {"front": now, "joints": now}}, tick, now)
     return loop.controller
@@ -48,7 +55,7 @@ def test_the_headroom_predicts_starvation_for_every_horizon_steps_and_delay(h: i
         for d in range(0, h + 1):
             c = run(h, s, d)
             assert c.delay_ticks == d
-            covered = c.counts["commands"] == 60 - d  # every tick from the first chunk's arrival on
+            covered = c.counts["commands"] == TICKS - d  # every tick from the first chunk's arrival on
             assert (c.delay_headroom() >= 0) == covered, (h, s, d, c.counts)
             assert c.delay_headroom() == h - max(s, d) - d and c.status()["delay_headroom_ticks"] == c.delay_headroom()
 

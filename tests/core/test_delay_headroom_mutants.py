@@ -9,47 +9,9 @@ import functools
 import math
 import re
 
-import numpy as np
 import pytest
 
-from omni_vla.cameras import CameraInput
-from omni_vla.core.assembly import build_loop
-from omni_vla.core.controller import Controller
-from omni_vla.core.settings import LoopSettings
-from omni_vla.inference.client import SyncInference
-
-TICKS = 60
-
-
-def constant_policy(h: int):  # noqa: ANN201
-    class Constant:
-        backend, horizon, action_dim, max_prefix, embedding_dim = "toy", h, 1, 0, 1
-        cameras = (CameraInput("front", 8, 8),)
-        joint_names = ["a"]
-
-        def encode_instruction(self, text: str) -> np.ndarray:
-            return np.zeros(1, np.float32)
-
-        def infer(self, images, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
-            out[:] = 0.5
-
-        def close(self) -> None:
-            pass
-
-    return Constant()
-
-
-def run(h: int, s: int, d: int, rate_hz: float = 10.0, latency_s: float | None = None) -> Controller:
-    """A loop at rate_hz whose chunks land d ticks after the request, reporting latency_s (default d periods)."""
-    period = 1.0 / rate_hz
-    inference = SyncInference(constant_policy(h), delay_ticks=d,
-                              period_s=period if latency_s is None or d == 0 else latency_s / d)
-    loop = build_loop(LoopSettings(rate_hz=rate_hz, execution_horizon=s, joint_names=["a"]), inference)
-    for tick in range(TICKS):
-        now = period * tick
-        loop.step({"front": np.zeros((8, 8, 3), np.uint8), "qpos": np.zeros(1), "qvel": np.zeros(1),
-                   "instruction": "go", "stamps": {"front": now, "joints": now}}, tick, now)
-    return loop.controller
+from test_delay_headroom import TICKS, run
 
 
 def ticks(latency_s: float, rate_hz: float) -> int:
