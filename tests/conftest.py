@@ -28,3 +28,13 @@ for _folder in sorted(p for p in _TESTS.iterdir() if p.is_dir() and not p.name.s
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes tens of seconds; still runs in CI")
+
+
+@pytest.fixture(scope="session")
+def tiny_vla(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """SmolVLA's architecture at test size, exported once per run as a kind-"vla" bundle: (model, bundle dir).
+    Builds with torch (the 3.11 suite; tests/support/vla_bundle.py)."""
+    from vla_bundle import tiny_vla as build, tiny_vla_bundle  # optional: torch, only the 3.11 suite builds it
+
+    model = build()
+    return model, tiny_vla_bundle(model, tmp_path_factory.mktemp("vla"))

@@ -22,20 +22,20 @@ from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.chunk_loop import read_any_manifest
 from omni_vla.runtime.vla import read_vla_manifest
 from omni_vla_policies.vla.model import stage_modules
-from vla_bundle import ARCH, tiny_vla, tiny_vla_bundle
+from vla_bundle import ARCH
 
 BACKENDS = ("executorch", "mnn")
 PARITY_DB = 40.0
 
 
 @pytest.fixture(scope="module")
-def model():  # noqa: ANN201
-    return tiny_vla()
+def model(tiny_vla):  # noqa: ANN001, ANN201
+    return tiny_vla[0]
 
 
 @pytest.fixture(scope="module")
-def bundle(model, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: ANN001
-    return tiny_vla_bundle(model, tmp_path_factory.mktemp("vla"))
+def bundle(tiny_vla) -> Path:  # noqa: ANN001
+    return tiny_vla[1]
 
 
 def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
