@@ -417,10 +417,26 @@ class _Sigint:
             raise KeyboardInterrupt
 
 
+    @classmethod
+    def quiet_half_built_executors(cls) -> None:
+        """After a stop signal, drop rclpy's false `Executor.__del__` traceback: it reads `_sigint_gc`, which its
+        `__init__` never set when the signal had already shut the context down (a SIGTERM while the node starts,
+        before `rclpy.spin` builds its executor). Anything else, and anything before a stop signal, is shown."""
+        default = sys.unraisablehook
+
+        def hook(args: "sys.UnraisableHookArgs") -> None:
+            if cls.seen and isinstance(args.exc_value, AttributeError) and "_sigint_gc" in str(args.exc_value):
+                return
+            default(args)
+
+        sys.unraisablehook = hook
+
+
 def main(args: list[str] | None = None) -> int:
     """Entry point `safety_supervisor`: exits 1 with a one-line reason on bad parameters or limits."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _Sigint.handler)
+    _Sigint.quiet_half_built_executors()
     # Real-time for the executor and the DDS threads too (they inherit it from here): a normal-priority
     # thread preempted while holding the GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine.
     executor_scheduling = set_realtime_priority(RT_PRIORITY - 1)
