@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from omni_vla import JOINT_NAMES
 from omni_vla.cameras import parse_camera_topics
+from omni_vla.core.cpu_list import parse_cpu_list
 
 Strategy = Literal["naive", "average", "rtc"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -97,6 +98,20 @@ class WorkerSettings(BaseModel):
     startup_timeout_s: float = Field(60.0, gt=0, description="worker load + warm-up budget")
     restart_backoff_s: float = Field(0.5, gt=0, description="first worker restart delay, doubled per failure")
     restart_backoff_max_s: float = Field(10.0, gt=0, description="cap of the restart delay")
+    worker_cpus: str = Field(
+        "", description="CPUs the inference worker runs on, as taskset writes them ('1', '2-5'); empty: any. "
+        "A multi-second policy on few cores: give it cores the loop and supervisor do not need",
+    )
+    worker_nice: int = Field(
+        0, ge=0, le=19, description="added to the inference worker's nice value: the loop, supervisor and drivers "
+        "get the CPU first when they compete with a long inference",
+    )
+
+    @field_validator("worker_cpus")
+    @classmethod
+    def _cpu_list(cls, text: str) -> str:
+        parse_cpu_list(text)
+        return text
 
 
 class TopicsConfig(BaseModel):

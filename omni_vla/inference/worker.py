@@ -14,18 +14,22 @@ so the child applies them before any later request.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
 import signal
+import sys
 import time
 import traceback
 from multiprocessing import BufferTooShort
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from omni_vla.cameras import CameraInput
+from omni_vla.core.cpu_list import format_cpu_list, parse_cpu_list
 from omni_vla.core.settings import WorkerSettings
 from omni_vla.inference.client import (
     ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime, runtime_shape,
@@ -73,13 +77,53 @@ class SharedLayout:
         return {name: views[f"image:{name}"] for name in self.cameras}
 
 
+def checked_cpus(cpus: frozenset[int]) -> frozenset[int]:
+    """`cpus` when this process may run on all of them (empty: no placement); ValueError otherwise."""
+    allowed = os.sched_getaffinity(0)
+    if cpus - allowed:
+        raise ValueError(f"worker_cpus names CPU(s) {format_cpu_list(cpus - allowed)} this process may not use; "
+                         f"expected a subset of {format_cpu_list(allowed)}")
+    return cpus
+
+
+def place_worker(cpus: frozenset[int], nice: int) -> None:
+    """Pin every thread of this process to `cpus` and lower its priority by `nice`. Linux applies both
+    per thread, and imports (numpy's BLAS pool) made threads before this runs; the runtime's threads
+    come later and inherit them."""
+    for tid in (int(t) for t in os.listdir("/proc/self/task")):
+        if cpus:
+            os.sched_setaffinity(tid, cpus)
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + nice, 19))
+
+
+@contextlib.contextmanager
+def _main_module_hidden(factory: RuntimeFactory) -> Iterator[None]:
+    """A spawned child first re-runs the parent's __main__ (vla_node's, with rclpy and cv2: measured 0.5 s
+    of a cold start and 100 mapped ROS libraries in the worker); hide it while the child is started,
+    unless the factory lives there."""
+    main = sys.modules["__main__"]
+    if getattr(factory, "__module__", None) == "__main__":
+        yield
+        return
+    saved = {k: main.__dict__.pop(k) for k in ("__spec__", "__file__") if k in main.__dict__}
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        del main.__spec__
+        main.__dict__.update(saved)
+
+
 def _child_main(
     factory: RuntimeFactory, backend: str, bundle_dir: str, threads: int,
     req: Connection, resp: Connection, seed: int, noise_scale: float = 1.0,
+    cpus: frozenset[int] = frozenset(), nice: int = 0,
 ) -> None:
     """Worker process: load the runtime, attach the shared block, serve requests until told to quit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the worker stops
     try:
+        place_worker(cpus, nice)
         runtime = factory(backend, bundle_dir, threads)
     except Exception:
         resp.send(("error", traceback.format_exc(limit=4)))
@@ -140,8 +184,10 @@ class ProcessInference:
         self, backend: str, bundle_dir: str, threads: int = 1, factory: RuntimeFactory = open_runtime,
         timeout_s: float = 1.0, startup_timeout_s: float = 60.0, backoff_s: float = 0.5,
         backoff_max_s: float = 10.0, seed: int = 0, noise_scale: float = 1.0,
+        cpus: frozenset[int] = frozenset(), nice: int = 0,
     ) -> None:
         self._args = (factory, backend, str(bundle_dir), threads)
+        self._placement = (checked_cpus(cpus), nice)
         self.backend = backend
         self.timeout_s = timeout_s
         self.startup_timeout_s = startup_timeout_s
@@ -178,7 +224,8 @@ class ProcessInference:
         """A client supervised as `worker` says (timeouts and restart backoff from the node's settings)."""
         return cls(backend, bundle_dir, threads, factory=factory, timeout_s=worker.inference_timeout_s,
                    startup_timeout_s=worker.startup_timeout_s, backoff_s=worker.restart_backoff_s,
-                   backoff_max_s=worker.restart_backoff_max_s, noise_scale=noise_scale)
+                   backoff_max_s=worker.restart_backoff_max_s, noise_scale=noise_scale,
+                   cpus=parse_cpu_list(worker.worker_cpus), nice=worker.worker_nice)
 
     # ----- life cycle -------------------------------------------------------------------------
     def start(self) -> "ProcessInference":
@@ -295,10 +342,11 @@ class ProcessInference:
         req_r, req_w = self._ctx.Pipe(duplex=False)
         resp_r, resp_w = self._ctx.Pipe(duplex=False)
         self._proc = self._ctx.Process(
-            target=_child_main, args=(*self._args, req_r, resp_w, self._seed, self.noise_scale),
+            target=_child_main, args=(*self._args, req_r, resp_w, self._seed, self.noise_scale, *self._placement),
             name=f"omni_vla-inference-{self.backend}", daemon=True,
         )
-        self._proc.start()
+        with _main_module_hidden(self._args[0]):
+            self._proc.start()
         req_r.close()  # our copies closed, so the child's death reads as EOF here
         resp_w.close()
         self._req, self._resp = req_w, resp_r

@@ -75,9 +75,12 @@ def descriptor(name: str, field: FieldInfo, read_only: bool) -> ParameterDescrip
 
 
 def coerce(ptype: int, value: Any) -> Any:
-    """A YAML `rate_hz: 20` is an integer: accept it for a double parameter, as the file reads."""
+    """A YAML `rate_hz: 20` is an integer: accept it for a double parameter, as the file reads; likewise
+    `-p worker_cpus:=1` for a string parameter (its text)."""
     if ptype == ParameterType.PARAMETER_DOUBLE and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if ptype == ParameterType.PARAMETER_STRING and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     if ptype == ParameterType.PARAMETER_DOUBLE_ARRAY and isinstance(value, (list, array)) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):
         return [float(v) for v in value]

@@ -29,4 +29,8 @@ def test_bench_graph_reports_both_command_streams_and_the_supervisor_tick() -> N
     assert 5.0 < result["safe_period_ms"]["median"] < 20.0
     assert set(result["tick_lateness_ms"]) == {"p99", "max"} and result["tick_lateness_ms"]["p99"] is not None
     assert result["missed_ticks"] is not None and result["cold_start_s"] > 0
+    window = result["in_window"]  # counted from the first diagnostics inside the window: never above the totals
+    assert window["supervisor_missed_ticks"] is not None and 0 <= window["supervisor_missed_ticks"] <= result["missed_ticks"]
+    assert 0 <= window["vla_missed_ticks"] <= result["vla_loop"]["missed_ticks"]
+    assert 0 <= window["starved_ticks"] <= result["vla_loop"]["starved_ticks"]
     assert all(code in (0, -2) for code in result["exit_codes"].values()), result["exit_codes"]

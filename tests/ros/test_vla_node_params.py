@@ -135,3 +135,29 @@ def test_out_of_range_override_fails_configure_with_the_settings_reason() -> Non
     assert res.returncode == 1, out
     assert "configure failed: invalid parameters: rate_hz: must be <= 1000.0 (got 5000.0)" in out, out
     assert "Traceback" not in out
+
+
+def test_worker_placement_from_the_command_line_pins_the_worker(make_node, bundle: Path) -> None:
+    """`-p worker_cpus:=1` reaches the node as an integer: taken as its text, and the worker runs there."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    cpu = max(os.sched_getaffinity(0))
+    node = make_node(bundle_dir=str(bundle), backend="mnn", worker_cpus=cpu, worker_nice=3)
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    pid = node.inference.pid
+    assert os.sched_getaffinity(pid) == {cpu}
+    assert os.getpriority(os.PRIO_PROCESS, pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + 3, 19)
+
+
+@pytest.mark.parametrize("cpus, says", [
+    ("0-x", "configure failed: invalid parameters: worker_cpus: '0-x' is not a CPU number or range"),
+    ("4096", "configure failed: cannot start the mnn runtime for {bundle}: worker_cpus names CPU(s) 4096 this "
+             "process may not use"),
+])
+def test_bad_worker_cpus_fail_configure_in_one_line(bundle: Path, cpus: str, says: str) -> None:
+    res = _run_node("-p", f"bundle_dir:={bundle}", "-p", "backend:=mnn", "-p", "autostart:=true",
+                    "-p", f"worker_cpus:='{cpus}'")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert says.format(bundle=bundle) in out and "Traceback" not in out, out
+    assert len([ln for ln in out.splitlines() if "[vla_node]" in ln]) == 1, out
