@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from inference.test_inference import toy_factory, tiny_bundle
+from inference.test_inference import toy_factory
 from omni_vla.core.cpu_list import format_cpu_list, parse_cpu_list
 from omni_vla.core.settings import WorkerSettings
 from omni_vla.inference.worker import ProcessInference
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("text, cpus", [
@@ -68,10 +70,9 @@ def test_default_worker_runs_where_and_as_the_node_does() -> None:
         client.close()
 
 
-@pytest.mark.slow
-def test_worker_and_every_runtime_thread_run_on_the_named_cpu_at_the_added_nice(tmp_path_factory) -> None:
-    """A real MNN runtime at 2 threads: its pool threads are made after the placement, so they inherit it."""
-    bundle = tiny_bundle(tmp_path_factory)
+def test_worker_and_every_runtime_thread_run_on_the_named_cpu_at_the_added_nice() -> None:
+    """The shipped bundle on MNN at 2 threads: its pool threads are made after the placement, so they inherit it."""
+    bundle = REPO / "bundles" / "reference"
     cpu = max(os.sched_getaffinity(0))
     base = os.getpriority(os.PRIO_PROCESS, 0)
     settings = WorkerSettings(worker_cpus=str(cpu), worker_nice=7)
