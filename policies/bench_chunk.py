@@ -6,6 +6,12 @@ ChunkRuntime applies it) around the network. Eager PyTorch is the importer's Act
 checkpoint the manifest names (skipped, with the reason, when that directory is gone); onnxruntime runs the
 bundle's policy.onnx. Calls are interleaved in rotating order so drift on a noisy machine hits every backend
 alike; medians and p99 per backend, and each robot runtime's speed-up over eager and over onnxruntime.
+
+Between two calls the run sleeps `gap_ms`: every backend's worker threads (torch's OpenMP, onnxruntime's, XNNPACK's
+pthreadpool, MNN's) spin for a while after a call returns, and on two cores a spinning pool of the previous backend
+took the second core from the next one (measured: with no gap, ExecuTorch and MNN showed no gain from a second
+thread; each alone gained 1.7-1.9x). A policy on the robot is called every few control ticks, so its pool starts
+from sleep, as it does here.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import CheckpointError, read_act_checkpoint
 
 CHUNK_BACKENDS = ("torch", "onnxruntime", "executorch", "mnn")
+GAP_MS = 30.0  # sleep between two timed calls: longer than the thread pools' spin-wait after a call
 
 
 def _inputs(m: ChunkManifest, seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray | None]:
@@ -96,7 +103,7 @@ def _runners(bundle: Path, m: ChunkManifest, threads: int, backends: tuple[str, 
 
 
 def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
-                backends: tuple[str, ...] = CHUNK_BACKENDS) -> dict:
+                backends: tuple[str, ...] = CHUNK_BACKENDS, gap_ms: float = GAP_MS) -> dict:
     bundle = Path(bundle)
     m = read_chunk_manifest(bundle)
     runners, skipped = _runners(bundle, m, threads, backends)
@@ -107,6 +114,7 @@ def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
     order = list(runners)
     for rep in range(reps):
         for name in order[rep % len(order):] + order[:rep % len(order)]:
+            time.sleep(gap_ms / 1e3)
             t0 = time.perf_counter()
             runners[name]()
             times[name].append((time.perf_counter() - t0) * 1e3)
@@ -120,5 +128,5 @@ def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
             if fast in stats and base in stats:
                 ratios[f"{fast}_vs_{base}"] = round(stats[base]["median_ms"] / stats[fast]["median_ms"], 2)
     return {"bundle": str(bundle), "kind": "chunk", "policy": m.policy, "threads": threads, "reps": reps,
-            "interleaved": True, "backends": stats, "speedup": ratios, "skipped": skipped,
+            "interleaved": True, "gap_ms": gap_ms, "backends": stats, "speedup": ratios, "skipped": skipped,
             "torch_threads": torch.get_num_threads()}

@@ -1,8 +1,9 @@
 """`omni-vla import lerobot CHECKPOINT_DIR --out BUNDLE --joint-names a,b,... --rate-hz F`: a LeRobot ACT
 checkpoint becomes a kind-"chunk" bundle (format 3) for ExecuTorch and MNN.
 
-The graph is ACT alone (policies/act_model.py, loaded from the checkpoint's safetensors); LeRobot's normalisation
-pipelines become the manifest's affine maps, applied by the runtime. The bundle is written into a temporary
+The graph is ACT alone (policies/act_model.py, loaded from the checkpoint's safetensors), exported in its export form
+(act_export_form: one for XNNPACK, one for ONNX/MNN; the same function); LeRobot's normalisation pipelines become the
+manifest's affine maps, applied by the runtime. The bundle is written into a temporary
 directory beside BUNDLE and renamed into place at the end: a failed import leaves nothing behind.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 
 from omni_vla.runtime.bundle import TensorSpec, artifact_spec, sha256_file, write_json_atomic
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest
-from omni_vla_policies.act_model import ActInference
+from omni_vla_policies.act_model import ActInference, act_export_form
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
 from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint
 
@@ -111,9 +112,9 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
             for backend in backends:
                 file = f"policy.{SUFFIX[backend]}"
                 if backend == "executorch":
-                    export_pte(model, args, tmp / file)
+                    export_pte(act_export_form(model, xnnpack=True), args, tmp / file)
                 else:  # MNN converts from ONNX; the .onnx stays, for onnxruntime in `bench runtime`
-                    export_onnx(model, args, names, ["actions"], tmp / "policy.onnx")
+                    export_onnx(act_export_form(model, xnnpack=False), args, names, ["actions"], tmp / "policy.onnx")
                     convert_mnn(tmp / "policy.onnx", tmp / file)
                     artifacts["onnx"] = artifact_spec(tmp, "policy.onnx").model_dump()
                 artifacts[backend] = artifact_spec(tmp, file).model_dump()
