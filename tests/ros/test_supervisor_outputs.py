@@ -19,14 +19,15 @@ HOME = [0.0, 0.0, 0.0, -1.5, 0.0, 1.8, 0.0, 0.02]
 PARAMS = REPO / "config" / "safety_supervisor.yaml"
 
 
-def drive(probe, ex, arm_out: list, grip_out: list, seconds: float = 1.5) -> None:
-    """Play robot (joint states at 100 Hz) and policy (one row 50 ms ahead at 20 Hz, joint 1 and gripper moving)."""
+def drive(probe, ex, arm_out: list, grip_out: list, seconds: float = 1.5, budget_s: float = 15.0) -> None:
+    """Play robot (joint states at 100 Hz) and policy (one row 50 ms ahead at 20 Hz, joint 1 and gripper moving)
+    for `seconds`, and on until the outputs have come (DDS discovery on a loaded machine can take 3 s)."""
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     js_pub = probe.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
     prop_pub = probe.create_publisher(JointTrajectory, "/omni_vla/proposed_command", reliable)
     t0 = time.monotonic()
     next_prop = t0
-    while time.monotonic() - t0 < seconds:
+    while time.monotonic() - t0 < budget_s and (time.monotonic() - t0 < seconds or len(arm_out) <= 20 or not grip_out):
         js = JointState(name=NAMES, position=HOME)
         js.header.stamp = probe.get_clock().now().to_msg()
         js_pub.publish(js)
