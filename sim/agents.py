@@ -75,6 +75,7 @@ class LoopAgent:
         self.latencies_ms = self.runtime.latencies_ms
         loop_settings = LoopSettings(rate_hz=env.config.control_hz, strategy=settings.strategy,
                                      execution_horizon=settings.execution_horizon,
+                                     splice_blend_ticks=settings.splice_blend_ticks,
                                      joint_names=list(robot.JOINT_NAMES))  # the simulated robot's: a bundle for other joints is refused
         self.now = 0.0
         replanner = make_replanner(settings, env, lambda: self.now) if settings.replan else None

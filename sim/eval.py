@@ -70,6 +70,7 @@ class EvalSettings(BaseModel):
     delay_ticks: int = Field(1, ge=0, le=8)
     execution_horizon: int = Field(NODE.execution_horizon, ge=0, description="0: the bundle's execute_steps")
     noise_scale: float = Field(NODE.noise_scale, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
+    splice_blend_ticks: int = Field(NODE.splice_blend_ticks, ge=0, le=64, description="'naive' crossfade (ticks)")
     threads: int = Field(NODE.threads, ge=1)
     image_size: int = Field(128, ge=16)
     supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"

@@ -8,7 +8,9 @@ the strategy. The strategies differ only in what they ask of the policy and how 
   the actions already committed for ticks t0..t0+d-1 (prefix, prefix_len=d), so the splice at
   t1 = t0+d is continuous by construction; the new chunk then replaces the queue.
 - "average": LeRobot's async merge; on the overlap, old_weight * old + (1 - old_weight) * new.
-- "naive": the new chunk replaces the queue.
+- "naive": the new chunk replaces the queue; with `blend` K > 0 its first K rows are crossfaded from the rows
+  it replaces (old weight (K - i) / (K + 1) on row i), so a jump where a chunk starts is spread over K + 1
+  ticks instead of one.
 
 Two buffers are swapped so that splicing allocates nothing.
 """
@@ -61,7 +63,8 @@ class ChunkQueue:
         """Forget actions for ticks >= end."""
         self.end = max(self.start, min(self.end, end))
 
-    def splice(self, chunk: np.ndarray, t0: int, t1: int, strategy: str, old_weight: float = 0.3) -> int:
+    def splice(self, chunk: np.ndarray, t0: int, t1: int, strategy: str, old_weight: float = 0.3,
+               blend: int = 0) -> int:
         """Merge `chunk` (actions for ticks t0..t0+len-1) at tick t1; returns rows kept (0: all stale)."""
         if strategy not in STRATEGIES:  # refused even when the chunk turns out stale
             raise ValueError(f"unknown strategy {strategy!r}; expected one of {STRATEGIES}")
@@ -85,6 +88,13 @@ class ChunkQueue:
                 ov_old = self._buf[lo - self.start : hi - self.start]
                 ov_old *= old_weight  # the old buffer becomes the spare: scaling it in place is free
                 ov_new += ov_old
+        elif strategy == "naive" and blend > 0:
+            for tick in range(max(t1, self.start), min(self.end, t1 + min(blend, keep))):
+                w = (blend - (tick - t1)) / (blend + 1)
+                row, old = new[tick - t1], self._buf[tick - self.start]
+                row *= 1.0 - w
+                old *= w  # the old buffer becomes the spare: scaling it in place is free
+                row += old
         self._spare, self._buf = self._buf, new
         self.start = t1
         self.end = t1 + keep

@@ -210,7 +210,8 @@ class Controller:
             self.counts["discarded_chunks"] += 1
             return
         had = self.queue.action_at(tick, self._before)
-        kept = self.queue.splice(res.actions, res.request_tick, tick, self.strategy, self.config.average_old_weight)
+        kept = self.queue.splice(res.actions, res.request_tick, tick, self.strategy, self.config.average_old_weight,
+                                 self.config.splice_blend_ticks)
         self.counts["chunks"] += 1
         if kept == 0:
             self.counts["stale_chunks"] += 1
