@@ -7,11 +7,12 @@ checkpoint the manifest names (skipped, with the reason, when that directory is 
 bundle's policy.onnx. Calls are interleaved in rotating order so drift on a noisy machine hits every backend
 alike; medians and p99 per backend, and each robot runtime's speed-up over eager and over onnxruntime.
 
-Between two calls the run sleeps `gap_ms`: every backend's worker threads (torch's OpenMP, onnxruntime's, XNNPACK's
-pthreadpool, MNN's) spin for a while after a call returns, and on two cores a spinning pool of the previous backend
-took the second core from the next one (measured: with no gap, ExecuTorch and MNN showed no gain from a second
-thread; each alone gained 1.7-1.9x). A policy on the robot is called every few control ticks, so its pool starts
-from sleep, as it does here.
+With more than one thread the run sleeps `gap_ms` between two calls: every backend's worker threads (torch's
+OpenMP, onnxruntime's, XNNPACK's pthreadpool, MNN's) spin for a while after a call returns, and on two cores a
+spinning pool of the previous backend took the second core from the next one (measured 2026-12-02: with no gap,
+ExecuTorch and MNN showed no gain from a second thread while each alone gained 1.7-1.9x). A policy on the robot is
+called every few control ticks, so its pool starts from sleep, as it does here. At one thread there is no pool and
+no gap (a gap there only cooled the caches: every backend 10-25% slower under background load).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import CheckpointError, read_act_checkpoint
 
 CHUNK_BACKENDS = ("torch", "onnxruntime", "executorch", "mnn")
-GAP_MS = 30.0  # sleep between two timed calls: longer than the thread pools' spin-wait after a call
+GAP_MS = 30.0  # sleep between two timed calls at > 1 thread: longer than the thread pools' spin-wait after a call
 
 
 def _inputs(m: ChunkManifest, seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray | None]:
@@ -114,7 +115,8 @@ def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
     order = list(runners)
     for rep in range(reps):
         for name in order[rep % len(order):] + order[:rep % len(order)]:
-            time.sleep(gap_ms / 1e3)
+            if threads > 1:
+                time.sleep(gap_ms / 1e3)
             t0 = time.perf_counter()
             runners[name]()
             times[name].append((time.perf_counter() - t0) * 1e3)
@@ -128,5 +130,5 @@ def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
             if fast in stats and base in stats:
                 ratios[f"{fast}_vs_{base}"] = round(stats[base]["median_ms"] / stats[fast]["median_ms"], 2)
     return {"bundle": str(bundle), "kind": "chunk", "policy": m.policy, "threads": threads, "reps": reps,
-            "interleaved": True, "gap_ms": gap_ms, "backends": stats, "speedup": ratios, "skipped": skipped,
+            "interleaved": True, "gap_ms": gap_ms if threads > 1 else 0.0, "backends": stats, "speedup": ratios, "skipped": skipped,
             "torch_threads": torch.get_num_threads()}
