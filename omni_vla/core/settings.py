@@ -56,7 +56,7 @@ class LoopSettings(BaseModel):
     average_old_weight: float = Field(0.3, ge=0, le=1, description="weight of the old chunk on the overlap ('average')")
     splice_blend_ticks: int = Field(
         0, ge=0, le=64, description="'naive': crossfade a new chunk's first rows from the queue it replaces over this "
-        "many ticks (0: replace at once)",
+        "many ticks (0: replace at once; config/vla_node.yaml sets 3, chosen on validation seeds)",
     )
     latency_window: int = Field(32, ge=1, le=4096, description="recent inference latencies kept for the p95 delay")
     noise_scale: float = Field(

@@ -65,8 +65,9 @@ def test_eval_defaults_are_read_from_the_nodes_parameter_file() -> None:
     node = node_settings(REPO / "config" / "vla_node.yaml")
     settings = EvalSettings(backend="expert")
     assert isinstance(NODE, VlaNodeConfig)
-    assert (settings.strategy, settings.execution_horizon, settings.noise_scale) == (
-        node.strategy, node.execution_horizon, node.noise_scale)
+    assert (settings.strategy, settings.execution_horizon, settings.noise_scale, settings.splice_blend_ticks) == (
+        node.strategy, node.execution_horizon, node.noise_scale, node.splice_blend_ticks)
+    assert node.splice_blend_ticks == 3  # the node's file, not the model's neutral 0
 
 
 def test_only_the_assembly_constructs_a_controller() -> None:

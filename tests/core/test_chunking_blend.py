@@ -98,3 +98,13 @@ def test_the_loop_crossfades_at_its_setting_and_measures_the_smaller_jump() -> N
         loop.step(obs, tick, 0.1 * tick)
     summary = loop.controller.jump_summary()
     assert summary["count"] >= 5 and summary["max"] == pytest.approx(0.25)
+
+
+def test_the_strategy_is_compared_by_value_as_settings_read_from_yaml_give_it() -> None:
+    """A strategy parsed from a params file is an equal string, not the same object as the literal."""
+    naive = "".join(["na", "ive"])
+    assert naive == "naive" and naive is not "naive"  # noqa: F632 - the point of the test
+    q = ChunkQueue(8, 1)
+    q.splice(np.zeros((8, 1)), 0, 0, naive)
+    q.splice(np.ones((8, 1)), 2, 2, naive, blend=3)
+    assert [r[0] for r in queued(q).values()][:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
