@@ -133,6 +133,15 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
     return clean(report)
 
 
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """Success (overall and per task) and what the supervisor changed: one line of a settings sweep."""
+    o = report["overall"]
+    return {"successes": o["successes"], "episodes": o["episodes"],
+            "per_task": {t: v["successes"] for t, v in report["tasks"].items()},
+            "shaping_per_episode": o["shaping_per_episode"], "clamps_per_episode": o["clamps_per_episode"],
+            "clamps_by_kind_per_episode": o["clamps_by_kind_per_episode"], "jerk_mean": o["jerk_mean"]}
+
+
 def write_atomic(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

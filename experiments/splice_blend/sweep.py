@@ -13,6 +13,7 @@ import json
 import sys
 
 from omni_vla_sim.eval import REPO, EvalSettings, evaluate
+from omni_vla_sim.report import headline
 
 
 def main() -> int:
@@ -27,12 +28,7 @@ def main() -> int:
             settings = EvalSettings(backend="mnn", bundle_dir=REPO / "bundles" / "reference", episodes=args.episodes,
                                     seed_base=base, splice_blend_ticks=blend)
             report = evaluate(settings, workers=args.workers, progress=False)
-            o = report["overall"]
-            print(json.dumps({"splice_blend_ticks": blend, "seed_base": base, "successes": o["successes"],
-                              "episodes": o["episodes"], "per_task": {t: v["successes"] for t, v in report["tasks"].items()},
-                              "shaping_per_episode": o["shaping_per_episode"], "clamps_per_episode": o["clamps_per_episode"],
-                              "clamps_by_kind_per_episode": o["clamps_by_kind_per_episode"], "jerk_mean": o["jerk_mean"]}),
-                  flush=True)
+            print(json.dumps({"splice_blend_ticks": blend, "seed_base": base, **headline(report)}), flush=True)
     return 0
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from omni_vla_sim.eval import REPO, EvalSettings, evaluate
+from omni_vla_sim.report import headline
 
 VALIDATION_SEEDS = 1_100_000
 
@@ -43,12 +44,9 @@ def main() -> int:
         path.write_text(yaml.safe_dump(cfg))
         settings = EvalSettings(backend="mnn", bundle_dir=REPO / "bundles" / "reference", episodes=args.episodes,
                                 seed_base=args.seed_base, supervisor_config=path)
-        o = evaluate(settings, workers=args.workers, progress=False)["overall"]
+        report = evaluate(settings, workers=args.workers, progress=False)
         print(json.dumps({"trajectory_smoothing_s": value, "gripper_max_step": params["max_relative_target"][-1],
-                          "seed_base": args.seed_base, "successes": o["successes"], "episodes": o["episodes"],
-                          "shaping_per_episode": o["shaping_per_episode"], "clamps_per_episode": o["clamps_per_episode"],
-                          "clamps_by_kind_per_episode": o["clamps_by_kind_per_episode"], "jerk_mean": o["jerk_mean"]}),
-              flush=True)
+                          "seed_base": args.seed_base, **headline(report)}), flush=True)
     return 0
 
 
