@@ -30,14 +30,16 @@ from omni_vla_policies.lerobot_checkpoint import read_act_checkpoint
 
 
 class Trunk(nn.Module):
-    """Both cameras through the shared ResNet and the 1x1 projection: [cameras, 3, H, W] -> [cameras, D, h, w]."""
+    """Both cameras through the shared ResNet and the 1x1 projection: [cameras, 3, H, W] -> [cameras, D, h, w], or
+    as tokens [cameras*h*w, D] (`as_tokens`: the reference made comparable with the export form's trunk)."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, as_tokens: bool = False) -> None:
         super().__init__()
-        self.m = model
+        self.m, self.as_tokens = model, as_tokens
 
     def forward(self, images: Tensor) -> Tensor:
-        return self.m.trunk(images)
+        f = self.m.trunk(images)
+        return f.flatten(2).permute(0, 2, 1).reshape(-1, f.shape[1]) if self.as_tokens else f
 
 
 class Transformer(nn.Module):
@@ -156,7 +158,7 @@ def main() -> None:
         feats = models["onnx"].trunk(images)
         fmap = model.trunk(images).shape
     tokens_in = a.form == "export"
-    parts = {"trunk": ({k: Trunk(m).eval() for k, m in models.items()}, (images,)),
+    parts = {"trunk": ({k: Trunk(m, tokens_in and k == "torch").eval() for k, m in models.items()}, (images,)),
              "transformer": ({k: Transformer(m, (fmap[0], fmap[2], fmap[3]) if tokens_in and k == "torch" else None).eval()
                               for k, m in models.items()}, (feats,) + rest),
              "full": (models, tuple(images[i:i + 1].contiguous() for i in range(s.cameras)) + rest)}
