@@ -7,15 +7,14 @@ numThread reaches the session (1 vs 2 threads of the same file).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from parts import emit, interleaved
 from omni_vla.runtime.mnn import import_mnn
 from omni_vla_policies.act_model import ActInference, act_export_form
 from omni_vla_policies.converters import convert_mnn, export_onnx
@@ -70,23 +69,10 @@ def main() -> None:
             y = np.array(run()).reshape(ref.shape)
             err[key] = round(float(10 * np.log10((ref ** 2).mean() / max(((y - ref) ** 2).mean(), 1e-30))), 1)
             calls[key] = run
-        for fn in calls.values():
-            for _ in range(10):
-                fn()
-        times: dict[str, list[float]] = {k: [] for k in calls}
-        order = list(calls)
-        for rep in range(a.reps):
-            for key in order[rep % len(order):] + order[:rep % len(order)]:
-                time.sleep(0.03)  # let the 2-thread pool stop spinning before the next call
-                t0 = time.perf_counter()
-                calls[key]()
-                times[key].append((time.perf_counter() - t0) * 1e3)
+        times = interleaved(calls, a.reps, 10, gap_s=0.03)
     out = {"reps": a.reps, "loadavg": os.getloadavg(), "snr_db_vs_reference": err,
            "median_ms": {k: round(float(np.median(v)), 3) for k, v in times.items()}}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.json:
-        a.json.write_text(text + "\n")
+    emit(out, a.json)
 
 
 if __name__ == "__main__":

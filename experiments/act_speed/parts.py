@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -74,6 +75,41 @@ def pte_outside_xnnpack(path: Path) -> dict:
             elif kind == "DelegateCall":
                 delegates += 1
     return {"delegate_calls": delegates, "portable_kernels": dict(kernels)}
+
+
+def interleaved(calls: dict[str, Callable[[], object]], reps: int, warmup: int, gap_s: float = 0.0) -> dict[str, list[float]]:
+    """ms per call of each callable, round-robin from a rotating start (no backend always follows the same one);
+    `gap_s` before each call lets a spinning thread pool go to sleep first."""
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    order = list(calls)
+    for rep in range(reps):
+        for key in order[rep % len(order):] + order[:rep % len(order)]:
+            if gap_s:
+                time.sleep(gap_s)
+            t0 = time.perf_counter()
+            calls[key]()
+            times[key].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def emit(out: dict, path: Path | None) -> None:
+    """Print the result and write it where --json says."""
+    text = json.dumps(out, indent=1)
+    print(text)
+    if path:
+        path.write_text(text + "\n")
+
+
+def load(checkpoint: Path, threads: int) -> tuple:
+    """Threads for torch and for ExecuTorch's process-wide pool, then the checkpoint and its eager network."""
+    torch.set_num_threads(threads)
+    from executorch.extension.pybindings import portable_lib  # optional: analysis only
+    portable_lib._unsafe_reset_threadpool(threads)
+    ck = read_act_checkpoint(checkpoint)
+    return ck, ActInference(ck.weights, ck.shape).eval()
 
 
 def runners(forms: dict[str, nn.Module], args: tuple[Tensor, ...], d: Path, name: str, threads: int) -> tuple[dict, dict]:
@@ -140,12 +176,8 @@ def main() -> None:
     p.add_argument("--form", choices=["reference", "export"], default="reference")
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
-    from executorch.extension.pybindings import portable_lib  # optional: analysis only
-    portable_lib._unsafe_reset_threadpool(a.threads)
-    ck = read_act_checkpoint(a.checkpoint)
+    ck, model = load(a.checkpoint, a.threads)
     s = ck.shape
-    model = ActInference(ck.weights, s).eval()
     models = {"torch": model, "executorch": model, "onnx": model}
     if a.form == "export":
         models.update(executorch=act_export_form(model, xnnpack=True), onnx=act_export_form(model, xnnpack=False))
@@ -168,24 +200,12 @@ def main() -> None:
             r, info[part] = runners(forms, args, Path(tmp), part, a.threads)
             for backend, fn in r.items():
                 calls[f"{part}/{backend}"] = fn
-        for fn in calls.values():
-            for _ in range(a.warmup):
-                fn()
-        times: dict[str, list[float]] = {k: [] for k in calls}
-        order = list(calls)
-        for rep in range(a.reps):
-            for key in order[rep % len(order):] + order[:rep % len(order)]:
-                t0 = time.perf_counter()
-                calls[key]()
-                times[key].append((time.perf_counter() - t0) * 1e3)
+        times = interleaved(calls, a.reps, a.warmup)
     med = {k: round(float(np.median(v)), 3) for k, v in times.items()}
     out = {"form": a.form, "threads": a.threads, "reps": a.reps, "loadavg": os.getloadavg(),
            "median_ms": med, "p99_ms": {k: round(float(np.percentile(v, 99)), 3) for k, v in times.items()},
            "parts": info}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.json:
-        a.json.write_text(text + "\n")
+    emit(out, a.json)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from parts import runners
+from parts import interleaved, runners
 from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import read_act_checkpoint
 
@@ -78,16 +77,7 @@ def main() -> None:
             m = Layer4(model, im2col).eval()
             r, info[name] = runners({"torch": m, "executorch": m, "onnx": m}, (x,), Path(tmp), name, a.threads)
             calls.update({f"{name}/{k}": f for k, f in r.items()})
-        for fn in calls.values():
-            for _ in range(10):
-                fn()
-        times: dict[str, list[float]] = {k: [] for k in calls}
-        order = list(calls)
-        for rep in range(a.reps):
-            for key in order[rep % len(order):] + order[:rep % len(order)]:
-                t0 = time.perf_counter()
-                calls[key]()
-                times[key].append((time.perf_counter() - t0) * 1e3)
+        times = interleaved(calls, a.reps, 10)
     print(json.dumps({"threads": a.threads, "loadavg": os.getloadavg(),
                       "median_ms": {k: round(float(np.median(v)), 3) for k, v in times.items()},
                       "pte": {k: v["pte"] for k, v in info.items()},

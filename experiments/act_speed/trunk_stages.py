@@ -6,19 +6,15 @@ own and timed interleaved on eager PyTorch, onnxruntime, ExecuTorch and MNN: whi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from parts import runners
-from omni_vla_policies.act_model import ActInference
-from omni_vla_policies.lerobot_checkpoint import read_act_checkpoint
+from parts import emit, interleaved, load, runners
 
 
 class Stem(nn.Module):
@@ -38,12 +34,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
-    from executorch.extension.pybindings import portable_lib  # optional: analysis only
-    portable_lib._unsafe_reset_threadpool(a.threads)
-    ck = read_act_checkpoint(a.checkpoint)
+    ck, model = load(a.checkpoint, a.threads)
     s = ck.shape
-    model = ActInference(ck.weights, s).eval()
     b = model.backbone
     layers = list(b.layers)
     per = len(layers) // 4
@@ -62,23 +54,11 @@ def main() -> None:
             x = mod(x)
             for backend, fn in r.items():
                 calls[f"{name}/{backend}"] = fn
-        for fn in calls.values():
-            for _ in range(a.warmup):
-                fn()
-        times: dict[str, list[float]] = {k: [] for k in calls}
-        order = list(calls)
-        for rep in range(a.reps):
-            for key in order[rep % len(order):] + order[:rep % len(order)]:
-                t0 = time.perf_counter()
-                calls[key]()
-                times[key].append((time.perf_counter() - t0) * 1e3)
+        times = interleaved(calls, a.reps, a.warmup)
     out = {"threads": a.threads, "reps": a.reps, "loadavg": os.getloadavg(),
            "median_ms": {k: round(float(np.median(v)), 3) for k, v in times.items()},
            "stages": {k: {"input": v["input"], "params": v["params"], "pte": v["pte"]} for k, v in info.items()}}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.json:
-        a.json.write_text(text + "\n")
+    emit(out, a.json)
 
 
 if __name__ == "__main__":
