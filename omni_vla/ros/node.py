@@ -41,7 +41,6 @@ from typing import Any, Callable
 
 import cv2
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from pydantic import ValidationError
@@ -63,7 +62,7 @@ from omni_vla.core.perception import ImageRejected, JointStateRejected, Observat
 from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
-from omni_vla.ros.interrupt import ros_main
+from omni_vla.ros.interrupt import ros_main, spin_until_stopped
 from omni_vla.ros.parameters import coerce, descriptor, explain, model_fields, plain, unknown_overrides
 from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
@@ -493,7 +492,7 @@ class VlaNode(Node):
 def main(argv: list[str] | None = None) -> int:
     """Entry point `vla_node` (`python -m omni_vla.ros.node --ros-args ...`)."""
     cleanup: list[Callable[[], object]] = []
-    with ros_main(argv, cleanup):
+    with ros_main(argv, cleanup) as stop:
         # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.
         sys.setswitchinterval(0.001)
         node = VlaNode()
@@ -503,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             if node.controller is None:
                 return 1  # configure logged the one line saying why
             node.trigger_activate()
-        rclpy.spin(node)
+        spin_until_stopped(node, stop)
     return 0
 
 
