@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Callable, Iterator
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 
 
@@ -95,10 +95,10 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Ite
         rclpy.try_shutdown()
 
 
-def spin_until_stopped(node: Node, flag: SigintFlag, poll_s: float = 0.1) -> None:
+def spin_until_stopped(node: Node, flag: SigintFlag, poll_s: float = 0.1, executor: Executor | None = None) -> None:
     """`rclpy.spin(node)` that a stop signal ends within `poll_s` even when rclpy's own handling misses it: about
     1 SIGINT in 10 on a loaded machine left the executor in its wait 8 s later (experiments/shutdown_hang/)."""
-    executor = rclpy.get_global_executor()
+    executor = executor if executor is not None else rclpy.get_global_executor()
     executor.add_node(node)
     try:
         while executor.context.ok() and not flag.seen:

@@ -166,3 +166,29 @@ def test_an_executor_cut_short_by_a_stop_signal_leaves_no_traceback_and_other_fi
     assert out.returncode == 0, out.stderr[-2000:]
     assert ("_sigint_gc" in out.stderr) == (seen == "not seen"), out.stderr[-2000:]
     assert "a real error in a finaliser" in out.stderr
+
+
+def test_a_stop_signal_rclpy_missed_still_ends_the_spin_within_its_poll() -> None:
+    """The flag alone (rclpy's context still fine, as when its handling misses a SIGINT) ends the spin."""
+    import threading
+
+    import rclpy
+    from rclpy.context import Context
+
+    from omni_vla.ros.interrupt import spin_until_stopped
+
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=free_domain_id())
+    node = rclpy.create_node("spin_probe", context=ctx)
+    flag = SigintFlag()
+    executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    try:
+        threading.Timer(0.3, lambda: setattr(flag, "seen", True)).start()
+        t0 = time.monotonic()
+        spin_until_stopped(node, flag, poll_s=0.05, executor=executor)
+        took = time.monotonic() - t0
+        assert ctx.ok(), "the context was never shut down: only the flag ended the spin"
+        assert 0.3 <= took < 1.0, took
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
