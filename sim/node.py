@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import rclpy
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import ParameterException
@@ -34,7 +33,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from omni_vla.errors import explain
-from omni_vla.ros.interrupt import ros_main
+from omni_vla.ros.interrupt import ros_main, spin_until_stopped
 from omni_vla.ros.parameters import coerce, descriptor, unknown_overrides
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
@@ -219,7 +218,7 @@ class SimNode(Node):
 def main(argv: list[str] | None = None) -> int:
     """Entry point `sim_node`: exits 1 with a one-line reason on bad or unknown parameters."""
     cleanup: list[Callable[[], object]] = []
-    with ros_main(argv, cleanup):
+    with ros_main(argv, cleanup) as stop:
         try:
             node = SimNode()
         except ValidationError as exc:
@@ -229,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{NODE_NAME}: refusing to start: {exc}", file=sys.stderr)
             return 1
         cleanup += [node.env.close, node.destroy_node]
-        rclpy.spin(node)
+        spin_until_stopped(node, stop)
     return 0
 
 

@@ -192,3 +192,29 @@ def test_a_stop_signal_rclpy_missed_still_ends_the_spin_within_its_poll() -> Non
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
+
+
+def test_the_supervisor_spin_ends_on_a_stop_signal_rclpy_missed_within_its_poll() -> None:
+    """safety/ keeps its own copy of the stop handling (it imports nothing from the project): the same check."""
+    import threading
+
+    import rclpy
+    from rclpy.context import Context
+
+    from omni_vla_safety.node import _Sigint
+
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=free_domain_id())
+    node = rclpy.create_node("supervisor_spin_probe", context=ctx)
+    executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    try:
+        threading.Timer(0.3, lambda: setattr(_Sigint, "seen", True)).start()
+        t0 = time.monotonic()
+        _Sigint.spin(node, poll_s=0.05, executor=executor)
+        took = time.monotonic() - t0
+        assert ctx.ok(), "the context was never shut down: only the flag ended the spin"
+        assert 0.3 <= took < 1.0, took
+    finally:
+        _Sigint.seen = False
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
