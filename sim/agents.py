@@ -15,6 +15,7 @@ import numpy as np
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference, copy_runtime_shape, open_runtime
+from omni_vla_safety.limits import load_joint_limits
 from omni_vla_sim import robot
 from omni_vla_sim.experts import ScriptedExpert
 from omni_vla_sim.remote import make_replanner
@@ -76,12 +77,15 @@ class LoopAgent:
         loop_settings = LoopSettings(rate_hz=env.config.control_hz, strategy=settings.strategy,
                                      execution_horizon=settings.execution_horizon,
                                      splice_blend_ticks=settings.splice_blend_ticks,
+                                     command_accel_fraction=settings.command_accel_fraction,
+                                     command_max_lead=list(settings.command_max_lead),
                                      joint_names=list(robot.JOINT_NAMES))  # the simulated robot's: a bundle for other joints is refused
         self.now = 0.0
         replanner = make_replanner(settings, env, lambda: self.now) if settings.replan else None
         inference = SyncInference(self.runtime, delay_ticks=settings.delay_ticks, period_s=loop_settings.period_s,
                                   seed=seed, noise_scale=settings.noise_scale)
-        self.loop: Loop | None = build_loop(loop_settings, inference, replanner=replanner)
+        self.loop: Loop | None = build_loop(loop_settings, inference, replanner=replanner,
+                                            limits=load_joint_limits(settings.joint_limits))
         self.boundaries: list[int] = []
 
     def act(self, obs: dict, tick: int) -> np.ndarray | None:

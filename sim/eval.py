@@ -71,6 +71,9 @@ class EvalSettings(BaseModel):
     execution_horizon: int = Field(NODE.execution_horizon, ge=0, description="0: the bundle's execute_steps")
     noise_scale: float = Field(NODE.noise_scale, ge=0.0, le=1.0, description="flow sampling temperature (0: deterministic)")
     splice_blend_ticks: int = Field(NODE.splice_blend_ticks, ge=0, le=64, description="'naive' crossfade (ticks)")
+    command_accel_fraction: float = Field(NODE.command_accel_fraction, ge=0, le=1,
+                                          description="command shaping against joint_limits (0: off)")
+    command_max_lead: tuple[str, ...] = Field(tuple(NODE.command_max_lead), description="'joint=bound' lead bounds")
     threads: int = Field(NODE.threads, ge=1)
     image_size: int = Field(128, ge=16)
     supervisor_config: Path = REPO / "config" / "safety_supervisor.yaml"

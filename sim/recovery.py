@@ -58,9 +58,9 @@ def recover_one(args: tuple[str, int, str, int, str, str, str]) -> tuple[str, in
     task, seed, out_dir, image_size, backend, bundle, rule = args
     if rule not in HANDOVERS:
         raise ValueError(f"handover rule {rule!r}: expected one of {HANDOVERS}")
-    # Zero delay, as the recipe has always driven it (eval's defaults follow the node's one-tick delay).
+    # Zero delay and unshaped rows, as the recipe has always driven it (eval's defaults follow the node's).
     settings = EvalSettings(backend=backend, bundle_dir=Path(bundle), tasks=(task,), episodes=1, strategy="naive",
-                            delay_ticks=0)
+                            delay_ticks=0, command_accel_fraction=0.0)
     env = episode_env(settings, task)
     obs = env.reset(seed, task=task)
     max_steps = env.task.max_steps

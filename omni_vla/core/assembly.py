@@ -9,7 +9,7 @@ the tick (the real-time Scheduler, or the simulator's clock).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -17,14 +17,17 @@ from omni_vla.core.controller import Controller
 from omni_vla.core.perception import ObservationStore
 from omni_vla.core.ports import InferenceClient
 from omni_vla.core.settings import LoopSettings
+from omni_vla.core.shaping import CommandShaper, JointRates, parse_max_lead
 
 
 class Loop:
     """Controller + observation store + one preallocated command; `tick` is the lock-step tick."""
 
     def __init__(self, settings: LoopSettings, inference: InferenceClient, replanner: Any = None,
-                 clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None) -> None:
-        """`clock`: the tick's time base (the Scheduler's); `stamp_clock`: the messages' (see ObservationStore)."""
+                 clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None,
+                 rates: JointRates | None = None) -> None:
+        """`clock`: the tick's time base (the Scheduler's); `stamp_clock`: the messages' (see ObservationStore);
+        `rates`: the robot's velocity/acceleration limits in joint order, for command shaping (None: off)."""
         self.settings = settings
         self.inference = inference
         self.replanner = replanner
@@ -33,6 +36,10 @@ class Loop:
                                       cameras=[c.name for c in inference.cameras])
         self.command = np.zeros(len(settings.joint_names), np.float64)
         self.commands = 0
+        lead = parse_max_lead(settings.command_max_lead, settings.joint_names)
+        self.shaper: CommandShaper | None = None
+        if settings.command_accel_fraction > 0 and rates is not None:
+            self.shaper = CommandShaper(rates, settings.command_accel_fraction, settings.period_s, lead)
 
     def tick(self, k: int, t: float) -> np.ndarray | None:
         """Real time: the newest observation, read under the store's lock (callbacks write it)."""
@@ -43,7 +50,11 @@ class Loop:
         """One tick on `obs`: the command (the loop's reused buffer) or None (hold, see controller.reason)."""
         action = self.controller.step(obs, k, t)
         if action is None:
+            if self.shaper is not None:
+                self.shaper.reset()  # the robot holds: shaped motion restarts from where it stops
             return None
+        if self.shaper is not None:
+            action = self.shaper(action, obs["qpos"])
         np.copyto(self.command, action)
         self.commands += 1
         return self.command
@@ -74,11 +85,16 @@ def check_joint_names(settings: LoopSettings, policy_joints: list[str]) -> None:
 
 
 def build_loop(settings: LoopSettings, inference: InferenceClient, replanner: Any = None,
-               clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None) -> Loop:
+               clock: Callable[[], float] = time.perf_counter, stamp_clock: Callable[[], float] | None = None,
+               limits: Mapping[str, Any] | None = None) -> Loop:
     """The assembled loop; refuses joints, horizons or shapes that do not fit the policy.
 
     A 0 rate or execution horizon in `settings` means the policy's own (its bundle's control rate and
-    steps per chunk); `Loop.settings` holds the values the loop runs at."""
+    steps per chunk); `Loop.settings` holds the values the loop runs at. `limits`: the robot's joint limits
+    file (joint name -> ros2_control fields), which command shaping needs (without it, shaping is off)."""
     settings = settings.for_policy(getattr(inference, "control_rate_hz", None), getattr(inference, "execute_steps", None))
     check_joint_names(settings, list(getattr(inference, "joint_names", None) or []))
-    return Loop(settings, inference, replanner, clock, stamp_clock)
+    rates = None
+    if limits is not None and settings.command_accel_fraction > 0:
+        rates = JointRates.from_limits(limits, settings.joint_names)
+    return Loop(settings, inference, replanner, clock, stamp_clock, rates)

@@ -58,6 +58,16 @@ class LoopSettings(BaseModel):
         0, ge=0, le=64, description="'naive': crossfade a new chunk's first rows from the queue it replaces over this "
         "many ticks (0: replace at once; config/vla_node.yaml sets 3, chosen on validation seeds)",
     )
+    command_accel_fraction: float = Field(
+        0.0, ge=0, le=1, description="the rows sent keep to this fraction of the robot's velocity and acceleration "
+        "limits (its joint limits file), so the supervisor never clamps ordinary motion; 0: the plan's rows as they "
+        "are (config/vla_node.yaml sets 0.9, under the supervisor's limit_margin, chosen on validation seeds)",
+    )
+    command_max_lead: list[str] = Field(
+        default_factory=list, description="'joint=bound' entries (m or rad): the row sent stays within the bound of "
+        "that joint's measured position while shaping (a gripper closing on an object; keep it under the "
+        "supervisor's max_relative_target for that joint)",
+    )
     latency_window: int = Field(32, ge=1, le=4096, description="recent inference latencies kept for the p95 delay")
     noise_scale: float = Field(
         0.0, ge=0.0, le=1.0, description="flow sampling temperature: initial noise N(0, s^2); 0 = deterministic chunks"

@@ -218,7 +218,7 @@ class VlaNode(Node):
         if problem is not None:
             log.error(f"configure failed: {problem}; add a 'name=/topic' entry for each")
             return TransitionCallbackReturn.FAILURE
-        problem = self._joints_without_limits(cfg, list(manifest.joint_names))
+        limits, problem = self._robot_limits(cfg, list(manifest.joint_names))
         if problem is not None:
             log.error(f"configure failed: {problem}")
             return TransitionCallbackReturn.FAILURE
@@ -236,7 +236,7 @@ class VlaNode(Node):
         try:
             replanner = open_replanner(cfg)
             self.loop = build_loop(cfg.loop(), inference, replanner=replanner, clock=self.loop_clock.now,
-                                   stamp_clock=self._ros_now)
+                                   stamp_clock=self._ros_now, limits=limits)
         except (ValidationError, ValueError, OSError) as exc:
             inference.close()
             if replanner is not None:
@@ -254,25 +254,30 @@ class VlaNode(Node):
         # Lateness percentiles over the last minute of ticks (sorted at diagnostics rate).
         self.scheduler = Scheduler(cfg.rate_hz, self._tick, clock=self.loop_clock,
                                    window=max(1000, int(60 * cfg.rate_hz)), rt_priority=cfg.realtime_priority)
+        if self.loop.shaper is None and cfg.command_accel_fraction > 0:
+            log.warning("command shaping off: no joint_limits_file (the plan's rows go to the supervisor as they are)")
+        shaping = (f"rows shaped to {cfg.command_accel_fraction:g} of the limits" if self.loop.shaper is not None
+                   else "rows unshaped")
         log.info(f"configured: {cfg.backend} bundle {cfg.bundle_dir}, {cfg.rate_hz:g} Hz, strategy {cfg.strategy}, "
-                 f"execution horizon {cfg.execution_horizon}, worker pid {inference.pid}"
+                 f"execution horizon {cfg.execution_horizon}, {shaping}, worker pid {inference.pid}"
                  + (", on ROS time (use_sim_time)" if self.sim_time else ""))
         return TransitionCallbackReturn.SUCCESS
 
     @staticmethod
-    def _joints_without_limits(cfg: VlaNodeConfig, joints: list[str]) -> str | None:
-        """The bundle's joints must all be the robot's (an entry in its limits file), checked before a worker starts."""
+    def _robot_limits(cfg: VlaNodeConfig, joints: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+        """The robot's limits file (None when not set) and what is wrong: the bundle's joints must all be the
+        robot's (an entry in its limits file), checked before a worker starts."""
         if not cfg.joint_limits_file:
-            return None
+            return None, None
         try:
             limits = load_joint_limits(cfg.joint_limits_file)
         except (OSError, ValueError) as exc:
-            return f"joint_limits_file {cfg.joint_limits_file}: {exc}"
+            return None, f"joint_limits_file {cfg.joint_limits_file}: {exc}"
         missing = [j for j in joints if j not in limits]
         if missing:
-            return (f"the bundle's joints {missing} have no limits in {cfg.joint_limits_file} (the robot's joints: "
-                    f"{sorted(limits)})")
-        return None
+            return None, (f"the bundle's joints {missing} have no limits in {cfg.joint_limits_file} (the robot's "
+                          f"joints: {sorted(limits)})")
+        return dict(limits), None
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None
