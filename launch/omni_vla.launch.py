@@ -19,7 +19,7 @@ from launch_ros.actions import LifecycleNode, Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from omni_vla.ros.graph import ROBOT_NODES
+from omni_vla.ros.graph import JOINT_LIMITS_FILE, JOINT_LIMITS_NODES, ROBOT_NODES
 
 # Fast DDS (Jazzy's default RMW) announces a new participant 5 times in its first 0.5 s, then every 3 s.
 # Measured on the 2-core development machine, vla_node started next to a node that had just started:
@@ -42,7 +42,7 @@ LIFECYCLE = {"vla_node"}  # executables that are lifecycle nodes (autostart: con
 OVERRIDES = {
     "bundle_dir": ("vla_node",),
     "backend": ("vla_node",),
-    "joint_limits_file": ("safety_supervisor", "sim_node", "vla_node"),
+    "joint_limits_file": JOINT_LIMITS_NODES,
 }
 ARGUMENTS = (
     ("config_dir", PathJoinSubstitution([FindPackageShare("omni_vla"), "config"]),
@@ -51,7 +51,7 @@ ARGUMENTS = (
      "policy bundle directory: absolute, or relative to the working directory, else to share/omni_vla "
      "(the shipped one is bundles/reference); empty: vla_node.yaml's value"),
     ("backend", "", "runtime of vla_node: mnn or executorch (checked at configure); empty: vla_node.yaml's value"),
-    ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), "joint_limits.yaml"]),
+    ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), JOINT_LIMITS_FILE]),
      "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node); vla_node "
      "refuses at configure a bundle with a joint that has no limits there"),
     ("namespace", "", "namespace of the nodes (topic names in the parameter files are absolute: remap there)"),

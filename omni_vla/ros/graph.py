@@ -21,6 +21,11 @@ ROBOT_NODES: tuple[NodeSpec, ...] = (
     NodeSpec("vla_node", "omni_vla.ros.node", "vla_node.yaml"),
 )
 SIM_NODES: tuple[NodeSpec, ...] = (NodeSpec("sim_node", "omni_vla_sim.node", "sim_node.yaml"),) + ROBOT_NODES
+# The nodes given the robot's joint limits file (launch argument joint_limits_file, config/joint_limits.yaml by
+# default): the supervisor enforces it, sim_node builds the robot from it, vla_node checks the bundle's joints
+# against it and shapes its commands to it.
+JOINT_LIMITS_NODES: tuple[str, ...] = ("safety_supervisor", "sim_node", "vla_node")
+JOINT_LIMITS_FILE = "joint_limits.yaml"  # under config/
 
 
 def config_dir() -> Path:

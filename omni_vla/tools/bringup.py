@@ -1,6 +1,7 @@
 """Python bringup: the launch files' nodes as processes, for hosts without ros2 launch (tests, demo).
 
-Each node runs `python -m <module> --ros-args --params-file config/<file>`; shutdown sends SIGINT,
+Each node runs `python -m <module> --ros-args --params-file config/<file>` (and, as the launch files give it,
+`joint_limits_file` config/joint_limits.yaml to the nodes that take it); shutdown sends SIGINT,
 waits, and only then kills, so nodes get to publish their final hold and close cleanly.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omni_vla.ros.graph import SIM_NODES, NodeSpec, config_dir
+from omni_vla.ros.graph import JOINT_LIMITS_FILE, JOINT_LIMITS_NODES, SIM_NODES, NodeSpec, config_dir
 
 
 @dataclass
@@ -31,7 +32,10 @@ class Bringup:
         cfg = config_dir()
         for spec in self.specs:
             cmd = [sys.executable, "-m", spec.module, "--ros-args", "--params-file", str(cfg / spec.params_file)]
-            for key, value in self.overrides.get(spec.executable, {}).items():
+            params = self.overrides.get(spec.executable, {})
+            if spec.executable in JOINT_LIMITS_NODES and "joint_limits_file" not in params:  # as the launch files
+                params = {"joint_limits_file": str(cfg / JOINT_LIMITS_FILE), **params}
+            for key, value in params.items():
                 cmd += ["-p", f"{key}:={value}"]
             out = subprocess.DEVNULL
             if self.log_dir is not None:
