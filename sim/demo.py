@@ -39,9 +39,11 @@ class DemoProbe:
         from lifecycle_msgs.srv import ChangeState  # optional: ROS; `demo --expert` runs without it
         from rclpy.context import Context  # optional: ROS; `demo --expert` runs without it
         from rclpy.executors import SingleThreadedExecutor  # optional: ROS; `demo --expert` runs without it
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # optional: ROS; `demo --expert` runs without it
-        from std_msgs.msg import Bool, String  # optional: ROS; `demo --expert` runs without it
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # optional: ROS; `demo --expert` runs without it
+        from sensor_msgs.msg import JointState  # optional: ROS; `demo --expert` runs without it
+        from std_msgs.msg import Bool, Float64MultiArray, String  # optional: ROS; `demo --expert` runs without it
         from std_srvs.srv import Trigger  # optional: ROS; `demo --expert` runs without it
+        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # optional: ROS; `demo --expert` runs without it
 
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain_id)
@@ -64,6 +66,32 @@ class DemoProbe:
         self.node.create_subscription(String, "/omni_vla/safety_status",
                                       lambda m: self.safety.update(json.loads(m.data)), 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.JointTrajectory, self.JointTrajectoryPoint = JointTrajectory, JointTrajectoryPoint
+        self.measured: tuple[list[str], list[float]] = ([], [])
+        self.safe: list[float] = []
+        self.proposal = self.node.create_publisher(JointTrajectory, "/omni_vla/proposed_command", 10)
+        self.node.create_subscription(JointState, "/joint_states",
+                                      lambda m: setattr(self, "measured", (list(m.name), list(m.position))),
+                                      qos_profile_sensor_data)
+        self.node.create_subscription(Float64MultiArray, "/forward_position_controller/commands",
+                                      lambda m: setattr(self, "safe", list(m.data)), 10)
+
+    def command_to_measured(self, timeout: float, tol: float = 1e-3) -> bool:
+        """Bring the supervisor's command to the measured pose by proposing it (the frozen sim does not move):
+        after a scene reset the robot stands at its new start pose while the supervisor, which never re-syncs to a
+        measurement (a wild one must not make the command jump), still commands where the last episode stopped."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            names, positions = self.measured
+            if names and self.safe and max(abs(a - b) for a, b in zip(self.safe, positions)) <= tol:
+                return True
+            if names:
+                msg = self.JointTrajectory(joint_names=names)
+                msg.header.stamp = self.node.get_clock().now().to_msg()
+                msg.points = [self.JointTrajectoryPoint(positions=positions)]
+                self.proposal.publish(msg)
+            self.spin_for(0.05)
+        return False
 
     def _on_diag(self, msg: Any) -> None:
         for st in msg.status:
@@ -123,6 +151,8 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
     reset = probe.call(probe.reset_estop, probe.Trigger.Request())
     if not reset.success:
         raise RuntimeError(f"e-stop reset refused: {reset.message}")
+    if not probe.command_to_measured(timeout=10):
+        raise RuntimeError("the supervisor's command did not reach the reset pose within 10 s")
     before = {k: dict(probe.safety.get(k, {})) for k in ("counts", "shaping", "clamps")}
     probe.instruction.publish(probe.String(data=probe.status["instruction"]))
     probe.episode.publish(probe.String(data=json.dumps({"start": True})))
