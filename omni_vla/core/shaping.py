@@ -28,9 +28,12 @@ class JointRates:
     def __init__(self, max_velocity: Sequence[float], max_acceleration: Sequence[float]) -> None:
         self.max_velocity = np.asarray(max_velocity, np.float64)
         self.max_acceleration = np.asarray(max_acceleration, np.float64)
+        if self.max_velocity.shape != self.max_acceleration.shape or self.max_velocity.ndim != 1:
+            raise ValueError(f"every joint needs a finite positive velocity and acceleration limit (got "
+                             f"{self.max_velocity.shape} velocities, {self.max_acceleration.shape} accelerations)")
         bad = [i for i in range(len(self.max_velocity))
                if not (0 < self.max_velocity[i] < np.inf and 0 < self.max_acceleration[i] < np.inf)]
-        if bad or self.max_velocity.shape != self.max_acceleration.shape:
+        if bad:
             raise ValueError(f"every joint needs a finite positive velocity and acceleration limit (joints {bad})")
 
     @classmethod
@@ -47,7 +50,7 @@ class JointRates:
                 raise ValueError(f"command shaping: joint {name!r} needs has_velocity_limits and "
                                  f"has_acceleration_limits in the limits file")
             a = lim.max_acceleration
-            if getattr(lim, "has_deceleration_limits", False):
+            if lim.has_deceleration_limits:
                 a = min(a, lim.max_deceleration)
             vel.append(lim.max_velocity)
             acc.append(a)

@@ -164,3 +164,36 @@ def test_the_loop_sends_shaped_rows_restarts_after_a_hold_and_sends_the_plan_wit
     np.testing.assert_array_equal(unshaped.step(obs, 0), [1.5, 1.5, 1.5])
     with pytest.raises(ValueError, match="'c' needs has_velocity_limits"):
         _loop(0.9, {**limits, "c": limits_entry(None, 1.0)})
+
+
+@pytest.mark.parametrize("velocity, acceleration", [
+    ([1.0, 0.0], [1.0, 1.0]), ([1.0, -1.0], [1.0, 1.0]), ([1.0, np.inf], [1.0, 1.0]), ([1.0, np.nan], [1.0, 1.0]),
+    ([1.0, 1.0], [1.0, 0.0]), ([1.0, 1.0], [-1.0, 1.0]), ([1.0, 1.0], [1.0, np.inf]), ([1.0, 1.0], [np.nan, 1.0]),
+    ([1.0, 1.0], [1.0]),
+])
+def test_rates_must_be_finite_positive_and_one_per_joint(velocity: list[float], acceleration: list[float]) -> None:
+    with pytest.raises(ValueError, match="finite positive velocity and acceleration"):
+        JointRates(velocity, acceleration)
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.5, 1.01, np.nan])
+def test_a_fraction_outside_zero_to_one_is_refused(fraction: float) -> None:
+    with pytest.raises(ValueError, match="must be in"):
+        CommandShaper(JointRates(VMAX, AMAX), fraction, DT)
+
+
+@pytest.mark.parametrize("lead", [np.full(2, 0.1), np.full(4, 0.1), np.full((3, 1), 0.1)])
+def test_a_lead_per_joint_is_required(lead: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="entries for 3 joints"):
+        CommandShaper(JointRates(VMAX, AMAX), 0.9, DT, lead)
+
+
+def test_a_negative_lead_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="positive finite"):
+        parse_max_lead(["a=-0.1"], ["a", "b"])
+
+
+def test_deceleration_counts_only_where_the_file_says_it_is_limited() -> None:
+    entry = limits_entry(1.0, 2.0, 0.5)
+    unlimited = SimpleNamespace(**{**vars(entry), "has_deceleration_limits": False})
+    np.testing.assert_array_equal(JointRates.from_limits({"a": unlimited}, ["a"]).max_acceleration, [2.0])
