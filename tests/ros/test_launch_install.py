@@ -185,6 +185,8 @@ def _check(run: dict[str, object], nodes: tuple[str, ...]) -> None:
     assert {"active", "proposed", "safe_after_proposal"} <= set(seen), (
         f"graph not up in {BUDGET_S:g} s: {seen}; supervisor {run['safety'][:300]}\n{tail}")
     assert "configured: mnn bundle " in out and "/share/omni_vla/bundles/reference" in out, tail
+    # The launch gives vla_node the robot's joint limits file, so the rows it sends are shaped to them.
+    assert "rows shaped to 0.9 of the limits" in out and "command shaping off" not in out, tail
     assert run["code"] == 0, f"launch exited {run['code']}\n{tail}"
     for name in nodes:
         assert f"[{name}-" in out, f"{name} never started\n{tail}"
