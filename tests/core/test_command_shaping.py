@@ -169,7 +169,7 @@ def test_the_loop_sends_shaped_rows_restarts_after_a_hold_and_sends_the_plan_wit
 @pytest.mark.parametrize("velocity, acceleration", [
     ([1.0, 0.0], [1.0, 1.0]), ([1.0, -1.0], [1.0, 1.0]), ([1.0, np.inf], [1.0, 1.0]), ([1.0, np.nan], [1.0, 1.0]),
     ([1.0, 1.0], [1.0, 0.0]), ([1.0, 1.0], [-1.0, 1.0]), ([1.0, 1.0], [1.0, np.inf]), ([1.0, 1.0], [np.nan, 1.0]),
-    ([1.0, 1.0], [1.0]),
+    ([1.0, 1.0], [1.0]), ([1.0], [1.0, 1.0]), (1.0, 1.0),
 ])
 def test_rates_must_be_finite_positive_and_one_per_joint(velocity: list[float], acceleration: list[float]) -> None:
     with pytest.raises(ValueError, match="finite positive velocity and acceleration"):
@@ -197,3 +197,22 @@ def test_deceleration_counts_only_where_the_file_says_it_is_limited() -> None:
     entry = limits_entry(1.0, 2.0, 0.5)
     unlimited = SimpleNamespace(**{**vars(entry), "has_deceleration_limits": False})
     np.testing.assert_array_equal(JointRates.from_limits({"a": unlimited}, ["a"]).max_acceleration, [2.0])
+
+
+def test_limits_below_one_are_as_good_as_any() -> None:
+    rates = JointRates([0.5, 0.2], [0.25, 4.0])
+    np.testing.assert_array_equal(rates.max_velocity, [0.5, 0.2])
+    assert parse_max_lead(["a=0.5"], ["a"])[0] == 0.5
+
+
+@pytest.mark.parametrize("distance", [0.05, 0.4, 1.7])
+def test_a_far_row_is_reached_in_the_time_optimal_number_of_ticks(distance: float) -> None:
+    """Accelerate at a, cruise at vmax, brake at a: the braking speed is what lets the shaper keep going until it
+    must brake, so it arrives within two ticks of the continuous optimum (a slower curve arrives later)."""
+    shaper = CommandShaper(JointRates(VMAX, AMAX), 0.9, DT)
+    v, a = 0.9 * VMAX[0], 0.9 * AMAX[0]
+    ramp = v / a
+    optimum = 2 * np.sqrt(distance / a) if distance < v * ramp else distance / v + ramp
+    want = np.array([distance, 0.0, 0.0])
+    ticks = next(k for k in range(1, 1000) if shaper(want, np.zeros(3))[0] == distance)
+    assert ticks * DT <= optimum + 2 * DT, (ticks * DT, optimum)
