@@ -169,7 +169,7 @@ def test_the_loop_sends_shaped_rows_restarts_after_a_hold_and_sends_the_plan_wit
 @pytest.mark.parametrize("velocity, acceleration", [
     ([1.0, 0.0], [1.0, 1.0]), ([1.0, -1.0], [1.0, 1.0]), ([1.0, np.inf], [1.0, 1.0]), ([1.0, np.nan], [1.0, 1.0]),
     ([1.0, 1.0], [1.0, 0.0]), ([1.0, 1.0], [-1.0, 1.0]), ([1.0, 1.0], [1.0, np.inf]), ([1.0, 1.0], [np.nan, 1.0]),
-    ([1.0, 1.0], [1.0]), ([1.0], [1.0, 1.0]), (1.0, 1.0),
+    ([1.0, 1.0], [1.0]), ([1.0], [1.0, 1.0]), (1.0, 1.0), ([[1.0, 1.0]], [[1.0, 1.0]]),
 ])
 def test_rates_must_be_finite_positive_and_one_per_joint(velocity: list[float], acceleration: list[float]) -> None:
     with pytest.raises(ValueError, match="finite positive velocity and acceleration"):
