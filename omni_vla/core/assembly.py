@@ -48,10 +48,14 @@ class Loop:
 
     def step(self, obs: dict, k: int, t: float | None = None) -> np.ndarray | None:
         """One tick on `obs`: the command (the loop's reused buffer) or None (hold, see controller.reason)."""
+        counts = self.controller.counts
+        starved = counts["starved_ticks"]
         action = self.controller.step(obs, k, t)
         if action is None:
-            if self.shaper is not None:
-                self.shaper.reset()  # the robot holds: shaped motion restarts from where it stops
+            # A hold (or no chunk yet): shaped motion restarts from where the robot stops. A starved tick is not
+            # a hold: the supervisor still follows the rows it has, so the shaper keeps its motion.
+            if self.shaper is not None and counts["starved_ticks"] == starved:
+                self.shaper.reset()
             return None
         if self.shaper is not None:
             action = self.shaper(action, obs["qpos"])

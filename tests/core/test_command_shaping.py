@@ -216,3 +216,23 @@ def test_a_far_row_is_reached_in_the_time_optimal_number_of_ticks(distance: floa
     want = np.array([distance, 0.0, 0.0])
     ticks = next(k for k in range(1, 1000) if shaper(want, np.zeros(3))[0] == distance)
     assert ticks <= np.ceil(optimum / DT - 1e-9), (ticks, optimum / DT)
+
+
+def test_a_starved_tick_is_not_a_hold_the_shaped_motion_goes_on() -> None:
+    """The queue running dry (inference slower than the horizon allows) sends nothing for a tick while the supervisor
+    still follows the rows it has: the next row continues the motion instead of restarting from the measurement."""
+    limits = {n: limits_entry(v, a) for n, v, a in zip("abc", VMAX, AMAX)}
+    settings = LoopSettings(rate_hz=1 / DT, execution_horizon=4, joint_names=["a", "b", "c"],
+                            command_accel_fraction=0.9)
+    loop = build_loop(settings, SyncInference(_Constant(), delay_ticks=6, period_s=DT), limits=limits)
+    obs = {"qpos": np.zeros(3), "instruction": "go"}
+    last, starved = None, 0
+    for k in range(60):
+        row = loop.step(obs, k)
+        if row is None:
+            starved += last is not None
+            continue
+        if last is not None:
+            assert row[0] >= last[0] - 1e-12, (k, row, last)  # no jump back to the measured 0.0
+        last = row.copy()
+    assert loop.controller.counts["starved_ticks"] > 0 and starved > 0
