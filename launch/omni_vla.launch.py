@@ -3,7 +3,7 @@
 The robot's own driver must provide the cameras, /joint_states and a forward position controller.
 
     ros2 launch omni_vla omni_vla.launch.py [bundle_dir:=DIR] [backend:=mnn|executorch] [config_dir:=DIR]
-        [namespace:=NS] [use_sim_time:=true|false] [joint_limits_file:=FILE]
+        [namespace:=NS] [use_sim_time:=true|false] [joint_limits_file:=FILE] [joint_limits_overlay:=FILE]
 
 The nodes come from omni_vla/ros/graph.py (ROBOT_NODES), the table `omni-vla demo` starts too.
 sim.launch.py includes this file and adds sim_node.
@@ -43,6 +43,7 @@ OVERRIDES = {
     "bundle_dir": ("vla_node",),
     "backend": ("vla_node",),
     "joint_limits_file": JOINT_LIMITS_NODES,
+    "joint_limits_overlay": ("safety_supervisor", "vla_node"),
 }
 ARGUMENTS = (
     ("config_dir", PathJoinSubstitution([FindPackageShare("omni_vla"), "config"]),
@@ -54,6 +55,9 @@ ARGUMENTS = (
     ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), JOINT_LIMITS_FILE]),
      "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node); vla_node "
      "refuses at configure a bundle with a joint that has no limits there"),
+    ("joint_limits_overlay", "",
+     "joint_limits YAML over joint_limits_file (velocity/acceleration limits a URDF or MJCF lacks) for "
+     "safety_supervisor and vla_node; empty: their parameter files' value"),
     ("namespace", "", "namespace of the nodes (topic names in the parameter files are absolute: remap there)"),
     ("use_sim_time", "false", "nodes take time from /clock: true or false"),
 )

@@ -173,7 +173,12 @@ class VlaNodeConfig(LoopSettings, WorkerSettings):
     openpi_config: str = Field("", description="OpenPI re-planning YAML (config/openpi.yaml); empty: no cloud")
     joint_limits_file: str = Field(
         "", description="the robot's joint limits (the supervisor's file): configure refuses a bundle with a joint "
-                        "that has no entry there; empty: not checked here (the supervisor still refuses such commands)",
+                        "that has no entry there, and command shaping follows them; empty: neither (the supervisor "
+                        "still refuses such commands)",
+    )
+    joint_limits_overlay: str = Field(
+        "", description="joint_limits YAML over joint_limits_file (the supervisor's overlay: the velocity and "
+                        "acceleration limits a URDF or MJCF lacks); empty: none",
     )
     replan_intervention_kinds: list[str] = Field(
         default_factory=lambda: ["position", "velocity", "max_step"],

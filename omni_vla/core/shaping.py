@@ -48,7 +48,8 @@ class JointRates:
                 raise ValueError(f"command shaping: joint {name!r} has no entry in the limits file")
             if not lim.has_velocity_limits or not lim.has_acceleration_limits:
                 raise ValueError(f"command shaping: joint {name!r} needs has_velocity_limits and "
-                                 f"has_acceleration_limits in the limits file")
+                                 f"has_acceleration_limits in the limits file (or its overlay); "
+                                 f"command_accel_fraction: 0 sends the rows unshaped")
             a = lim.max_acceleration
             if lim.has_deceleration_limits:
                 a = min(a, lim.max_deceleration)

@@ -68,7 +68,7 @@ from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.ros.replan_io import ReplanIO, open_replanner
 from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.chunk_loop import read_any_manifest
-from omni_vla_safety.limits import load_joint_limits
+from omni_vla_safety.limits import describe_limits
 
 NODE_NAME = "vla_node"
 # Read at each use, so set_parameters applies them at once; every other parameter is read-only.
@@ -270,9 +270,11 @@ class VlaNode(Node):
         if not cfg.joint_limits_file:
             return None, None
         try:
-            limits = load_joint_limits(cfg.joint_limits_file)
+            _, sets, _ = describe_limits(cfg.joint_limits_file, cfg.joint_limits_overlay or None)
+            limits = {joint: spec.hard for joint, spec in sets.items()}
         except (OSError, ValueError) as exc:
-            return None, f"joint_limits_file {cfg.joint_limits_file}: {exc}"
+            overlay = f" + joint_limits_overlay {cfg.joint_limits_overlay}" if cfg.joint_limits_overlay else ""
+            return None, f"joint_limits_file {cfg.joint_limits_file}{overlay}: {exc}"
         missing = [j for j in joints if j not in limits]
         if missing:
             return None, (f"the bundle's joints {missing} have no limits in {cfg.joint_limits_file} (the robot's "

@@ -161,3 +161,36 @@ def test_bad_worker_cpus_fail_configure_in_one_line(bundle: Path, cpus: str, say
     assert res.returncode == 1, out
     assert says.format(bundle=bundle) in out and "Traceback" not in out, out
     assert len([ln for ln in out.splitlines() if "[vla_node]" in ln]) == 1, out
+
+
+def _limits_without_acceleration(tmp_path: Path, joint: str) -> tuple[Path, Path]:
+    """The shipped limits with `joint`'s acceleration taken out (as a URDF gives them), and an overlay with it."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "config" / "joint_limits.yaml").read_text())
+    entry = data["joint_limits"][joint]
+    acceleration = entry["max_acceleration"]
+    entry.update(has_acceleration_limits=False, has_deceleration_limits=False)
+    entry.pop("max_acceleration"), entry.pop("max_deceleration")
+    limits, overlay = tmp_path / "robot_limits.yaml", tmp_path / "overlay.yaml"
+    limits.write_text(yaml.safe_dump(data))
+    overlay.write_text(yaml.safe_dump({"joint_limits": {joint: {"has_acceleration_limits": True,
+                                                                "max_acceleration": acceleration}}}))
+    return limits, overlay
+
+
+def test_shaping_takes_the_overlay_and_refuses_a_joint_without_acceleration_in_one_line(make_node, tmp_path: Path) -> None:
+    limits, overlay = _limits_without_acceleration(tmp_path, "panda_joint3")
+    common = dict(bundle_dir=str(REPO / "bundles" / "reference"), backend="mnn", command_accel_fraction=0.9,
+                  joint_limits_file=str(limits))
+    node = make_node(**common, joint_limits_overlay=str(overlay))
+    node.trigger_configure()
+    assert node.loop is not None and node.loop.shaper is not None
+    refused = make_node(**common)
+    refused.trigger_configure()
+    assert refused.loop is None
+    res = _run_node("-p", f"bundle_dir:={REPO / 'bundles' / 'reference'}", "-p", "backend:=mnn", "-p", "autostart:=true",
+                    "-p", "command_accel_fraction:=0.9", "-p", f"joint_limits_file:={limits}")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out
+    assert "command shaping: joint 'panda_joint3' needs has_velocity_limits and has_acceleration_limits" in out, out
