@@ -63,8 +63,8 @@ class DemoProbe:
         self.safety: dict[str, Any] = {}
         self.diag: dict[str, dict[str, str]] = {}
         self.node.create_subscription(String, "/sim/status", lambda m: self.status.update(json.loads(m.data)), 10)
-        self.node.create_subscription(String, "/omni_vla/safety_status",
-                                      lambda m: self.safety.update(json.loads(m.data)), 10)
+        self.safety_messages = 0
+        self.node.create_subscription(String, "/omni_vla/safety_status", self._on_safety, 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
         self.JointTrajectory, self.JointTrajectoryPoint = JointTrajectory, JointTrajectoryPoint
         self.measured: tuple[list[str], list[float]] = ([], [])
@@ -84,7 +84,10 @@ class DemoProbe:
         while time.monotonic() < end:
             names, positions = self.measured
             if names and self.safe and max(abs(a - b) for a, b in zip(self.safe, positions)) <= tol:
-                return True
+                # Two status messages sent after it got there: the counts an episode starts from include what
+                # the limiter did on the way (a status older than that would bill it to the episode).
+                seen = self.safety_messages
+                return self.spin_until(lambda: self.safety_messages >= seen + 2, max(0.5, end - time.monotonic()))
             if names:
                 msg = self.JointTrajectory(joint_names=names)
                 msg.header.stamp = self.node.get_clock().now().to_msg()
@@ -92,6 +95,10 @@ class DemoProbe:
                 self.proposal.publish(msg)
             self.spin_for(0.05)
         return False
+
+    def _on_safety(self, msg: Any) -> None:
+        self.safety.update(json.loads(msg.data))
+        self.safety_messages += 1
 
     def _on_diag(self, msg: Any) -> None:
         for st in msg.status:
