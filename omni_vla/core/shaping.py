@@ -98,6 +98,7 @@ class CommandShaper:
         if self.max_lead.shape != (n,):
             raise ValueError(f"max_lead has {self.max_lead.shape} entries for {n} joints")
         self._leads = np.isfinite(self.max_lead)
+        self._any_lead = bool(self._leads.any())
         # braking speed for an error e: -h + sqrt(h^2 + 2 a |e|) with h = a dt / 2
         self._h = 0.5 * self.adt
         self._h2 = self._h * self._h
@@ -138,7 +139,7 @@ class CommandShaper:
         np.minimum(s, e, out=s)  # velocity change within a dt
         np.multiply(s, self.dt, out=e)
         np.add(q, e, out=self.out)
-        if self._leads.any():  # within the bound of the measured position (joints without one untouched)
+        if self._any_lead:  # within the bound of the measured position (joints without one untouched)
             np.subtract(measured, self.max_lead, out=self._lo)
             np.add(measured, self.max_lead, out=self._hi)
             np.maximum(self.out, self._lo, out=self.out, where=self._leads)

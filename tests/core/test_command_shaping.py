@@ -236,3 +236,25 @@ def test_a_starved_tick_is_not_a_hold_the_shaped_motion_goes_on() -> None:
             assert row[0] >= last[0] - 1e-12, (k, row, last)  # no jump back to the measured 0.0
         last = row.copy()
     assert loop.controller.counts["starved_ticks"] > 0 and starved > 0
+
+
+def test_a_shaped_tick_retains_nothing_and_reuses_its_output_buffer() -> None:
+    """The shaper runs inside the control tick: its intermediates live in preallocated buffers, it returns the same
+    buffer every tick, and 1000 ticks retain no memory (the loop's own allocation check, as for the controller)."""
+    import tracemalloc
+
+    shaper = CommandShaper(JointRates(VMAX, AMAX), 0.9, DT, np.array([np.inf, np.inf, 0.018]))
+    wants = [np.array([1.5, -0.5, 0.0]), np.array([-1.0, 0.3, 0.04])]
+    meas = np.array([0.1, 0.0, 0.02])
+    out = shaper(wants[0], meas)
+    for k in range(50):
+        assert shaper(wants[k % 2], meas) is out
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(1000):
+            shaper(wants[(k // 40) % 2], meas)
+        growth = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert growth < 1024, f"{growth} bytes retained over 1000 shaped ticks"

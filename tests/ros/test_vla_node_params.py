@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rosutil import REPO, free_domain_id
@@ -163,34 +164,39 @@ def test_bad_worker_cpus_fail_configure_in_one_line(bundle: Path, cpus: str, say
     assert len([ln for ln in out.splitlines() if "[vla_node]" in ln]) == 1, out
 
 
-def _limits_without_acceleration(tmp_path: Path, joint: str) -> tuple[Path, Path]:
-    """The shipped limits with `joint`'s acceleration taken out (as a URDF gives them), and an overlay with it."""
+URDF = REPO / "tests" / "data" / "robots" / "robosuite_panda_urdf" / "panda_arm_hand.urdf"  # robosuite's, unmodified
+
+
+def _acceleration_overlay(tmp_path: Path) -> Path:
+    """What a URDF lacks, as an integrator gives it: the Panda's accelerations (datasheet values) in an overlay."""
     import yaml
 
-    data = yaml.safe_load((REPO / "config" / "joint_limits.yaml").read_text())
-    entry = data["joint_limits"][joint]
-    acceleration = entry["max_acceleration"]
-    entry.update(has_acceleration_limits=False, has_deceleration_limits=False)
-    entry.pop("max_acceleration"), entry.pop("max_deceleration")
-    limits, overlay = tmp_path / "robot_limits.yaml", tmp_path / "overlay.yaml"
-    limits.write_text(yaml.safe_dump(data))
-    overlay.write_text(yaml.safe_dump({"joint_limits": {joint: {"has_acceleration_limits": True,
-                                                                "max_acceleration": acceleration}}}))
-    return limits, overlay
+    shipped = yaml.safe_load((REPO / "config" / "joint_limits.yaml").read_text())["joint_limits"]
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"joint_limits": {
+        joint: {k: shipped[joint][k] for k in ("has_acceleration_limits", "max_acceleration")} for joint in shipped}}))
+    return overlay
 
 
-def test_shaping_takes_the_overlay_and_refuses_a_joint_without_acceleration_in_one_line(make_node, tmp_path: Path) -> None:
-    limits, overlay = _limits_without_acceleration(tmp_path, "panda_joint3")
+def test_shaping_takes_a_urdf_with_the_overlay_and_refuses_it_alone_in_one_line(make_node, tmp_path: Path) -> None:
+    """robosuite's Panda URDF (velocities, no accelerations) as the robot's limits file."""
     common = dict(bundle_dir=str(REPO / "bundles" / "reference"), backend="mnn", command_accel_fraction=0.9,
-                  joint_limits_file=str(limits))
-    node = make_node(**common, joint_limits_overlay=str(overlay))
+                  joint_limits_file=str(URDF))
+    node = make_node(**common, joint_limits_overlay=str(_acceleration_overlay(tmp_path)))
     node.trigger_configure()
     assert node.loop is not None and node.loop.shaper is not None
+    import xml.etree.ElementTree as ET
+
+    urdf = {j.get("name"): float(j.find("limit").get("velocity")) for j in ET.parse(URDF).getroot().iter("joint")
+            if j.find("limit") is not None}
+    # The URDF's own velocity limits (2.61 rad/s for joints 5-7, where config/joint_limits.yaml has 2.175).
+    np.testing.assert_allclose(node.loop.shaper.vmax[:7], [0.9 * urdf[f"panda_joint{i}"] for i in range(1, 8)])
     refused = make_node(**common)
     refused.trigger_configure()
     assert refused.loop is None
     res = _run_node("-p", f"bundle_dir:={REPO / 'bundles' / 'reference'}", "-p", "backend:=mnn", "-p", "autostart:=true",
-                    "-p", "command_accel_fraction:=0.9", "-p", f"joint_limits_file:={limits}")
+                    "-p", "command_accel_fraction:=0.9", "-p", f"joint_limits_file:={URDF}")
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "Traceback" not in out, out
-    assert "command shaping: joint 'panda_joint3' needs has_velocity_limits and has_acceleration_limits" in out, out
+    assert "command shaping: joint 'panda_joint1' needs has_velocity_limits and has_acceleration_limits" in out, out
+    assert len([ln for ln in out.splitlines() if "[vla_node]" in ln]) == 1, out
