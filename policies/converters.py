@@ -1,4 +1,4 @@
-"""Module -> backend artifact: ExecuTorch .pte (XNNPACK), ONNX, and ONNX -> MNN; shared by the policy
+"""Module -> backend artifact: ExecuTorch .pte (XNNPACK, or the OpenVINO delegate), ONNX, and ONNX -> MNN; shared by the policy
 export (export.py) and the text-encoder export (text_encoder.py).
 
 MNN conversion goes through the converter module that the MNN wheel ships (`_tools`), never the
@@ -46,17 +46,39 @@ class HalfCompute(nn.Module):
         return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
 
 
-def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_dtype: str = "float32") -> None:
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # optional: exir loads for seconds; only when a .pte is written
+DELEGATES = ("xnnpack", "openvino")
+
+
+def executorch_partitioner(delegate: str) -> object:
+    """XNNPACK (the default), or ExecuTorch's OpenVINO delegate: its export needs openvino 2025.x and nncf, its
+    runtime libopenvino_c.so at OPENVINO_LIB_PATH (experiments/openvino_delegate/README.md)."""
+    if delegate == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # optional: exir loads for seconds; only when a .pte is written
+
+        return XnnpackPartitioner()
+    if delegate != "openvino":
+        raise ValueError(f"delegate must be one of {list(DELEGATES)}, not {delegate!r}")
+    try:
+        from executorch.backends.openvino.partitioner import OpenvinoPartitioner  # optional: only for the OpenVINO delegate
+        from executorch.exir.backend.compile_spec_schema import CompileSpec  # optional: only for the OpenVINO delegate
+    except ImportError as exc:
+        raise RuntimeError(f"the OpenVINO delegate cannot export here ({exc}); expected openvino 2025.x and nncf "
+                           "importable: experiments/openvino_delegate/setup_openvino.sh") from exc
+    return OpenvinoPartitioner([CompileSpec("device", b"CPU")])
+
+
+def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_dtype: str = "float32",
+               delegate: str = "xnnpack") -> None:
     from executorch.exir import to_edge_transform_and_lower  # optional: exir loads for seconds; only when a .pte is written
 
     if compute_dtype not in ("float32", "float16"):
         raise ValueError(f"compute_dtype must be float32 or float16, not {compute_dtype!r}")
+    partitioner = executorch_partitioner(delegate)
     module = _without_unused_buffers(module, args)
     if compute_dtype == "float16":
         module = HalfCompute(module).eval()
     ep = torch.export.export(module, args, strict=False)
-    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    prog = to_edge_transform_and_lower(ep, partitioner=[partitioner]).to_executorch()
     path.write_bytes(prog.buffer)
 
 

@@ -4,7 +4,8 @@
     python experiments/act_speed/gap_sweep.py OUT_BUNDLE torch,onnxruntime,executorch 0,30 100
 
 OUT_BUNDLE is BUNDLE with policy.pte replaced (the manifest's hash and size updated); MNN and ONNX are hard links.
-The network is the one the importer exports for ONNX (`act_export_form(..., xnnpack=False)`: native LayerNorm).
+The network is the one the importer exports for ONNX (`act_export_form(..., xnnpack=False)`: native LayerNorm),
+or with ACT_FORM=reference the plain `ActInference`.
 """
 from __future__ import annotations
 
@@ -18,14 +19,11 @@ import torch
 
 from omni_vla.runtime.bundle import artifact_spec, write_json_atomic
 from omni_vla_policies.act_model import ActInference, act_export_form
+from omni_vla_policies.converters import export_pte
 from omni_vla_policies.lerobot_checkpoint import read_act_checkpoint
 
 
 def main() -> int:
-    from executorch.backends.openvino.partitioner import OpenvinoPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.exir.backend.compile_spec_schema import CompileSpec
-
     src, out = Path(sys.argv[1]), Path(sys.argv[2])
     manifest = json.loads((src / "manifest.json").read_text())
     ck = read_act_checkpoint(manifest["source"]["checkpoint"])
@@ -39,9 +37,8 @@ def main() -> int:
         if f.name not in ("policy.pte", "manifest.json"):
             os.link(f, out / f.name)
     with torch.no_grad():
-        ep = torch.export.export(act_export_form(model, xnnpack=False), args, strict=False)
-        prog = to_edge_transform_and_lower(ep, partitioner=[OpenvinoPartitioner([CompileSpec("device", b"CPU")])])
-    (out / "policy.pte").write_bytes(prog.to_executorch().buffer)
+        form = model if os.environ.get("ACT_FORM") == "reference" else act_export_form(model, xnnpack=False)
+        export_pte(form, args, out / "policy.pte", delegate="openvino")
     for stage in manifest["stages"].values():
         if "executorch" in stage["artifacts"]:
             stage["artifacts"]["executorch"] = artifact_spec(out, "policy.pte").model_dump()

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from omni_vla_policies.vla.export_vla import build
+from omni_vla_policies.vla.export_vla import build, export_stages
 from omni_vla_policies.vla.model import stage_inputs, stage_modules
 from omni_vla_policies.vla.parity_vla import snr_db
 from omni_vla_policies.vla.runners import executorch_stage, onnxruntime_stage, torch_stage
@@ -34,24 +34,8 @@ REPS = {"vision": 3, "prefix": 5, "step": 10}
 
 
 def export(out: Path, weights: Path | None, size: str) -> dict:
-    from executorch.backends.openvino.partitioner import OpenvinoPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.exir.backend.compile_spec_schema import CompileSpec
-
-    model = build(SIZES[size](), weights)
-    mods, ins = stage_modules(model), stage_inputs(model.arch)
-    out.mkdir(parents=True, exist_ok=True)
-    report = {}
-    for name in STAGES:
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            ep = torch.export.export(mods[name], ins[name], strict=False)
-            prog = to_edge_transform_and_lower(ep, partitioner=[OpenvinoPartitioner([CompileSpec("device", b"CPU")])])
-            (out / f"{name}.pte").write_bytes(prog.to_executorch().buffer)
-        report[name] = {"bytes": (out / f"{name}.pte").stat().st_size, "export_s": round(time.perf_counter() - t0, 1)}
-        print(name, report[name], file=sys.stderr)
-    (out / "export.json").write_text(json.dumps(report, indent=1))
-    return report
+    return export_stages(build(SIZES[size](), weights), out, ("executorch",), STAGES, delegate="openvino",
+                         log=lambda m: print(m, file=sys.stderr))
 
 
 def bench(ov_dir: Path, xnn_dir: Path, weights: Path | None, size: str, threads: int) -> dict:

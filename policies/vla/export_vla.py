@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
+from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioner, export_onnx, export_pte, versions
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict, stage_inputs, stage_modules
 from omni_vla_policies.vla.smolvla_config import SIZES, SmolVLAArch
 
@@ -63,7 +63,7 @@ def int8_dynamic(model: SmolVLA) -> SmolVLA:
 
 
 def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKENDS, stages: tuple[str, ...] | None = None,
-                  log=print, int8: bool = False) -> dict:  # noqa: ANN001
+                  log=print, int8: bool = False, delegate: str = "xnnpack") -> dict:  # noqa: ANN001
     """Each stage to each backend (int8: the quantised onnx/mnn variants); returns {stage: {backend: {"bytes",
     "export_s"}}}."""
     out.mkdir(parents=True, exist_ok=True)
@@ -87,7 +87,7 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKEND
                     export_onnx(mods[name], ins[name], in_names, out_names, path)
                 elif backend == "executorch":
                     path = out / f"{name}.pte"
-                    export_pte(mods[name], ins[name], path)
+                    export_pte(mods[name], ins[name], path, delegate=delegate)
                 else:
                     path = out / f"{name}.mnn"
                     if not (out / f"{name}.onnx").is_file():
@@ -113,12 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stages", default="vision,prefix,step,finish")
     p.add_argument("--state-dim", type=int, default=None, help="the robot's state width (default: the size's)")
     p.add_argument("--action-dim", type=int, default=None, help="the robot's action width, what finish keeps")
+    p.add_argument("--delegate", choices=DELEGATES, default="xnnpack", help="ExecuTorch's delegate (openvino: "
+                   "experiments/openvino_delegate/README.md)")
     p.add_argument("--int8", action="store_true", help="the int8 variant: onnxruntime and ExecuTorch dynamic "
                    "(int8 weights and activations), MNN weight-only")
     args = p.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
     if bad := [b for b in backends if b not in BACKENDS]:
         print(f"unknown backend(s) {bad}: expected some of {list(BACKENDS)}", file=sys.stderr)
+        return 2
+    if args.delegate != "xnnpack" and (args.int8 or backends != ("executorch",)):
+        print(f"--delegate {args.delegate}: expected --backends executorch and no --int8", file=sys.stderr)
+        return 2
+    try:
+        executorch_partitioner(args.delegate)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
         return 2
     if args.weights is not None and not args.weights.is_file():
         print(f"--weights {args.weights} is not a file: expected a LeRobot SmolVLA model.safetensors", file=sys.stderr)
@@ -130,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     model = build(arch.model_copy(update=dims), args.weights)
     export_stages(model, args.out, backends, tuple(args.stages.split(",")), log=lambda s: print(s, file=sys.stderr),
-                  int8=args.int8)
+                  int8=args.int8, delegate=args.delegate)
     return 0
 
 
