@@ -74,10 +74,13 @@ def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_
     if compute_dtype not in ("float32", "float16"):
         raise ValueError(f"compute_dtype must be float32 or float16, not {compute_dtype!r}")
     partitioner = executorch_partitioner(delegate)
-    module = _without_unused_buffers(module, args)
-    if compute_dtype == "float16":
-        module = HalfCompute(module).eval()
-    ep = torch.export.export(module, args, strict=False)
+    def compute(m: nn.Module) -> nn.Module:
+        return HalfCompute(m).eval() if compute_dtype == "float16" else m
+
+    try:
+        ep = torch.export.export(compute(_without_unused_buffers(module, args)), args, strict=False)
+    except AttributeError:  # forward names a buffer the graph never reads (e.g. unused by one form): keep them all
+        ep = torch.export.export(compute(module), args, strict=False)
     prog = to_edge_transform_and_lower(ep, partitioner=[partitioner]).to_executorch()
     path.write_bytes(prog.buffer)
 
