@@ -4,7 +4,7 @@ the camera drivers run between two policy calls.
     python experiments/act_speed/cold_cache.py BUNDLE BACKEND THREADS [REPS] [FLUSH_MB]
 
 Between two timed calls: sleep 30 ms (thread pools asleep, as after a control period) and write FLUSH_MB (default
-64, twice this machine's 32 MB L3) of memory, so the weights and activations are evicted. `bench runtime`
+64, twice the 32 MB L3 of the 2-core EPYC it was written on) of memory, so the weights and activations are evicted. `bench runtime`
 interleaves four runtimes in one process (each call evicts the others' weights, and at 2 threads their pools
 contend); `gap_sweep.py` runs one alone with warm caches. This is the third case. One JSON line.
 """
@@ -23,6 +23,8 @@ from omni_vla_policies.bench_chunk import _runners
 
 
 def main() -> int:
+    if len(sys.argv) < 4 or not sys.argv[3].isdigit():
+        sys.exit("usage: cold_cache.py BUNDLE BACKEND THREADS [REPS] [FLUSH_MB] (THREADS a positive integer)")
     bundle, backend, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     reps = int(sys.argv[4]) if len(sys.argv) > 4 else 100
     flush_mb = int(sys.argv[5]) if len(sys.argv) > 5 else 64
