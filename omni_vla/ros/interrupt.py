@@ -97,7 +97,8 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]]) -> Ite
 
 def spin_until_stopped(node: Node, flag: SigintFlag, poll_s: float = 0.1, executor: Executor | None = None) -> None:
     """`rclpy.spin(node)` that a stop signal ends within `poll_s` even when rclpy's own handling misses it: about
-    1 SIGINT in 10 on a loaded machine left the executor in its wait 8 s later (experiments/shutdown_hang/)."""
+    1 SIGINT in 10 on a loaded machine left the executor in its wait 8 s later
+    (docs/decisions/0007-spin-with-a-timeout-on-stop-signals.md)."""
     executor = executor if executor is not None else rclpy.get_global_executor()
     executor.add_node(node)
     try:
