@@ -47,7 +47,7 @@ SETUP_REQS = python3 -c 'import sys, types; m = types.ModuleType("setuptools"); 
   print("\n".join(kw["install_requires"] + [r for e in sys.argv[1:] for r in kw["extras_require"][e]]))'
 
 # The robot runtime's pinned requirements (install_requires; ROBOT_EXTRAS=sim adds sim_node's), for a robot's venv:
-# see README "Running on a robot".
+# see README "Run it on your robot".
 robot-requirements:
 	@$(SETUP_REQS) $(ROBOT_EXTRAS)
 

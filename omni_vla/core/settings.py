@@ -129,7 +129,7 @@ class WorkerSettings(BaseModel):
 
 
 class TopicsConfig(BaseModel):
-    """Topic names (all remappable); defaults are the topics in README.md (Running on a robot)."""
+    """Topic names (all remappable); defaults are the topics in docs/robot.md."""
 
     model_config = ConfigDict(extra="forbid")
 
