@@ -44,7 +44,7 @@ class ActCheckpoint:
     config: dict
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: expected a LeRobot pretrained_model directory")
     try:
@@ -53,7 +53,7 @@ def _read_json(path: Path) -> dict:
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def _tensors(path: Path, what: str) -> dict[str, np.ndarray]:
+def read_tensors(path: Path, what: str) -> dict[str, np.ndarray]:
     """A safetensors file's tensors; a missing or unreadable one is refused naming it."""
     if not path.is_file():
         raise CheckpointError(f"{path} is missing: expected {what}")
@@ -63,16 +63,16 @@ def _tensors(path: Path, what: str) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{path}: not a readable safetensors file ({exc}); expected {what}") from exc
 
 
-def _normalizer(directory: Path, pipeline: str, registry_name: str) -> tuple[dict, dict[str, np.ndarray]]:
+def read_normalizer(directory: Path, pipeline: str, registry_name: str) -> tuple[dict, dict[str, np.ndarray]]:
     """(config, statistics) of the (un)normalizer step of one processor pipeline."""
-    spec = _read_json(directory / f"{pipeline}.json")
+    spec = read_json(directory / f"{pipeline}.json")
     steps = [s for s in spec.get("steps", []) if s.get("registry_name") == registry_name]
     if len(steps) != 1 or "state_file" not in steps[0]:
         raise CheckpointError(f"{directory / pipeline}.json: expected one {registry_name} step with a state_file")
-    return steps[0]["config"], _tensors(directory / steps[0]["state_file"], "the dataset statistics")
+    return steps[0]["config"], read_tensors(directory / steps[0]["state_file"], "the dataset statistics")
 
 
-def _affine(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], inverse: bool) -> Affine:
+def affine_map(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], inverse: bool) -> Affine:
     """LeRobot's NormalizerProcessorStep arithmetic as an affine map (eps where LeRobot adds it)."""
     mode = config["norm_map"].get(kind, "IDENTITY")
     eps = np.float32(config.get("eps", 1e-8))
@@ -91,7 +91,7 @@ def _affine(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], inv
 
 def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
     d = Path(directory)
-    cfg = _read_json(d / "config.json")
+    cfg = read_json(d / "config.json")
     if cfg.get("type") != "act":
         raise CheckpointError(f"{d / 'config.json'}: policy type {cfg.get('type')!r}, expected 'act'")
     feats = cfg.get("input_features", {})
@@ -115,13 +115,13 @@ def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:
         dim_model=cfg["dim_model"], n_heads=cfg["n_heads"], n_encoder_layers=cfg["n_encoder_layers"],
         n_decoder_layers=cfg["n_decoder_layers"], pre_norm=cfg["pre_norm"],
         activation=cfg["feedforward_activation"], backbone=cfg["vision_backbone"])
-    weights = _tensors(d / "model.safetensors", "the policy weights")
-    pre_cfg, pre_stats = _normalizer(d, "policy_preprocessor", "normalizer_processor")
-    post_cfg, post_stats = _normalizer(d, "policy_postprocessor", "unnormalizer_processor")
-    inputs = {c: _affine(CAMERA_PREFIX + c, "VISUAL", pre_cfg, pre_stats, False) for c in cameras}
-    inputs["state"] = _affine(STATE_KEY, "STATE", pre_cfg, pre_stats, False)
+    weights = read_tensors(d / "model.safetensors", "the policy weights")
+    pre_cfg, pre_stats = read_normalizer(d, "policy_preprocessor", "normalizer_processor")
+    post_cfg, post_stats = read_normalizer(d, "policy_postprocessor", "unnormalizer_processor")
+    inputs = {c: affine_map(CAMERA_PREFIX + c, "VISUAL", pre_cfg, pre_stats, False) for c in cameras}
+    inputs["state"] = affine_map(STATE_KEY, "STATE", pre_cfg, pre_stats, False)
     if ENV_KEY in feats:
-        inputs["environment_state"] = _affine(ENV_KEY, "ENV", pre_cfg, pre_stats, False)
+        inputs["environment_state"] = affine_map(ENV_KEY, "ENV", pre_cfg, pre_stats, False)
     return ActCheckpoint(shape=shape, cameras=cameras, weights=weights, inputs=inputs,
-                         action=_affine(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
+                         action=affine_map(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
                          n_action_steps=int(cfg.get("n_action_steps", cfg["chunk_size"])), config=cfg)

@@ -1,5 +1,6 @@
-"""`omni-vla import lerobot CHECKPOINT_DIR --out BUNDLE --joint-names a,b,... --rate-hz F`: a LeRobot ACT
-checkpoint becomes a kind-"chunk" bundle (format 3) for ExecuTorch and MNN.
+"""`omni-vla import lerobot CHECKPOINT_DIR --out BUNDLE --joint-names a,b,... --rate-hz F`: a LeRobot checkpoint
+becomes a bundle for ExecuTorch and MNN; the policy kind is read from its config.json (KINDS). An ACT becomes a
+kind-"chunk" bundle (format 3), a SmolVLA a kind-"vla" bundle (policies/lerobot_smolvla.py).
 
 The graph is ACT alone (policies/act_model.py, loaded from the checkpoint's safetensors), exported in its export form
 (act_export_form: one for XNNPACK, one for ONNX/MNN; the same function); LeRobot's normalisation pipelines become the
@@ -22,9 +23,11 @@ from omni_vla.runtime.bundle import TensorSpec, artifact_spec, sha256_file, writ
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference, act_export_form
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
-from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint
+from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint, read_json
+from omni_vla_policies.lerobot_smolvla import import_smolvla
 
 BACKENDS = ("executorch", "mnn")
+KINDS = ("act", "smolvla")  # LeRobot's config.json "type" values this importer converts
 SUFFIX = {"executorch": "pte", "mnn": "mnn"}
 
 
@@ -139,21 +142,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of executorch,mnn")
     p.add_argument("--instructions", type=Path, default=None,
                    help="JSON {names, table: {instruction: vector}} for a policy conditioned on environment_state")
+    p.add_argument("--tokenizer", type=Path, default=None,
+                   help="SmolVLA: the VLM's tokenizer.json (default: from vlm_model_name's directory or the HF cache)")
     a = p.parse_args(argv)
     backends = tuple(b for b in a.backends.split(",") if b)
     bad = [b for b in backends if b not in BACKENDS]
     if bad or not backends or a.rate_hz <= 0:
         p.error(f"--backends {a.backends!r} / --rate-hz {a.rate_hz}: expected a subset of {','.join(BACKENDS)} "
                 "and a positive rate")
+    joints = [n for n in a.joint_names.split(",") if n]
     try:
-        m = import_act(a.checkpoint, a.out, [n for n in a.joint_names.split(",") if n], a.rate_hz, a.gripper, backends,
-                       a.instructions)
+        kind = checkpoint_kind(a.checkpoint)
+        if kind == "smolvla":
+            m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer)
+        else:
+            m = import_act(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.instructions)
     except CheckpointError as exc:
         print(f"omni-vla import: {exc}", file=sys.stderr)
         return 2
-    print(f"bundle {a.out}: lerobot_act, cameras {[c.name for c in m.cameras]}, chunk {m.action.chunk_length} x "
-          f"{len(m.action.joint_names)}, backends {sorted(m.stages[CHUNK_STAGE].artifacts)}")
+    print(f"bundle {a.out}: {m.policy}, cameras {[c.name for c in m.cameras]}, chunk {m.action.chunk_length} x "
+          f"{len(m.action.joint_names)}, backends {sorted(next(iter(m.stages.values())).artifacts)}")
     return 0
+
+
+def checkpoint_kind(directory: Path) -> str:
+    """config.json's policy type; one this importer cannot convert is refused naming the ones it can."""
+    kind = read_json(Path(directory) / "config.json").get("type")
+    if kind not in KINDS:
+        raise CheckpointError(f"{Path(directory) / 'config.json'}: policy type {kind!r} cannot be imported; expected "
+                              f"one of {', '.join(KINDS)}")
+    return kind
 
 
 if __name__ == "__main__":

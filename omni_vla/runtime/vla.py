@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from omni_vla.cameras import CameraInput
 from omni_vla.runtime.base import check_array
@@ -72,6 +73,7 @@ class StagedVLARuntime:
                                   f"{sorted(m.stages[stage].artifacts)}")
             path = verify_artifact(self.bundle_dir, spec)
             self._runs[stage] = load_program(path, m.stages[stage], self._bufs[stage], num_threads)
+        self._tokenizer = self._load_tokenizer()
         self._norm = {k: (np.asarray(a.subtract, np.float32), np.asarray(a.divide, np.float32))
                       for k, a in m.normalization.items()}
         self._noise = np.zeros(self._bufs["step"][0].shape, np.float32)  # full padded width
@@ -80,13 +82,38 @@ class StagedVLARuntime:
         if warmup:
             self._warm()
 
-    def encode_instruction(self, text: str) -> np.ndarray:
-        """float32 [2 * max_tokens]: the table's token ids padded, then the mask. Unknown text is refused."""
+    def _load_tokenizer(self) -> Tokenizer | None:
+        """The bundle's tokenizer, checked against its hash, truncating as LeRobot's processor does (special tokens
+        counted in max_tokens) and never padding (the ids are padded here, masked)."""
+        spec = self.manifest.language.tokenizer_file
+        if spec is None:
+            return None
+        path = verify_artifact(self.bundle_dir, spec)
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises its own Exception subclass on a malformed file
+            raise BundleError(f"{path}: not a tokenizers JSON ({exc})") from exc
+        tok.no_padding()
+        tok.enable_truncation(self.manifest.language.max_tokens)
+        return tok
+
+    def token_ids(self, text: str) -> list[int]:
+        """The prefix's language ids for `text`: the bundle's tokenizer, or its table (unknown text refused)."""
         lang = self.manifest.language
+        if self._tokenizer is not None:
+            ids = self._tokenizer.encode(text + lang.prompt_suffix).ids
+            if not ids:
+                raise KeyError(f"instruction {text!r} has no tokens; expected a non-empty instruction")
+            return ids
         if text not in lang.table:
             raise KeyError(f"instruction {text!r} is not in the bundle's language table; expected one of "
                            f"{sorted(lang.table)}")
-        ids = lang.table[text]
+        return lang.table[text]
+
+    def encode_instruction(self, text: str) -> np.ndarray:
+        """float32 [2 * max_tokens]: the token ids padded, then the mask."""
+        lang = self.manifest.language
+        ids = self.token_ids(text)
         out = np.zeros(self.embedding_dim, np.float32)
         out[: len(ids)] = ids
         out[lang.max_tokens: lang.max_tokens + len(ids)] = 1.0
@@ -153,7 +180,7 @@ class StagedVLARuntime:
     def _warm(self) -> None:
         h, d = self.horizon, self.action_dim
         images = {c.name: np.full((1, 3, c.height, c.width), 0.5, np.float32) for c in self.cameras}
-        text = next(iter(self.manifest.language.table))
+        text = next(iter(self.manifest.language.table), "warm up")
         state = np.zeros((1, self._state_dim), np.float32)
         state[0] = self._norm["state"][0]
         zeros = np.zeros((1, h, d), np.float32)

@@ -6,8 +6,9 @@ camera's tokens + language tokens + padded state -> the backbone's KV cache, two
 (one Euler step of the action expert attending to the cache), `finish` once (the padded chunk -> the robot's
 action dimensions). The manifest says what the loop needs around them: cameras, state and action joints, the
 normalisation applied in numpy on each side, the padded widths, and the language: token ids per instruction from
-the tokenizer that made them (an instruction not in the table is refused, never guessed: no tokenizer runs on
-the robot). docs/bundle_format.md is the prose of this schema.
+the tokenizer that made them (an instruction not in the table is refused, never guessed), or the model's own
+tokenizer (a `tokenizers` JSON in the bundle) that the runtime runs on any instruction. docs/bundle_format.md
+is the prose of this schema.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from omni_vla.runtime.bundle import ArtifactSpec
 from omni_vla.runtime.chunk_manifest import AffineSpec, ChunkStageSpec, Format3Manifest, check_affine
 
 VLA_KIND = "vla"
@@ -29,9 +31,20 @@ class _Strict(BaseModel):
 
 
 class LanguageSpec(_Strict):
-    tokenizer: str = Field(description="what made the ids (the table is only valid for the model's vocabulary)")
+    """How an instruction becomes the prefix's token ids: the model's own tokenizer shipped in the bundle (run on
+    the robot with `tokenizers`), or a fixed table of instructions for bundles without one."""
+
+    tokenizer: str = Field(description="what makes the ids (the model's tokenizer, or what made the table)")
     max_tokens: int = Field(ge=1, description="the prefix stage's language length; ids are padded to it, masked")
-    table: dict[str, list[int]] = Field(min_length=1, description="instruction text -> token ids (unpadded)")
+    table: dict[str, list[int]] = Field(default_factory=dict, description="instruction text -> token ids (unpadded)")
+    tokenizer_file: ArtifactSpec | None = Field(None, description="a `tokenizers` JSON; when set, any text is tokenised")
+    prompt_suffix: str = Field("", description="appended to the instruction before tokenising (SmolVLA: a newline)")
+
+    @model_validator(mode="after")
+    def _has_a_source(self) -> "LanguageSpec":
+        if not self.table and self.tokenizer_file is None:
+            raise ValueError("language needs a tokenizer_file or a non-empty table")
+        return self
 
 
 class FlowSpec(_Strict):

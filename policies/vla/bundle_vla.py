@@ -53,7 +53,7 @@ def language_table(texts: list[str], arch: SmolVLAArch) -> tuple[str, dict[str, 
 def stage_specs(arch: SmolVLAArch) -> dict[str, tuple[list[dict], list[dict]]]:
     """Each stage's named tensors with their static shapes (what export_vla traced)."""
     t, h, n = arch.text, arch.chunk_size, arch.tokenizer_max_length
-    img = (1, 3, arch.vision.image_size, arch.vision.image_size)
+    img = (1, 3, *arch.camera_shape)
     tokens = (1, arch.image_tokens, t.hidden_size)
     kv = (arch.num_vlm_layers, arch.prefix_len, t.num_key_value_heads, t.head_dim)
     x = (1, h, arch.max_action_dim)

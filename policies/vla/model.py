@@ -247,14 +247,27 @@ def load_lerobot_state_dict(model: SmolVLA, state: dict[str, Tensor]) -> None:
                          f"unexpected {unexpected[:5]}")
 
 
+def resize_with_pad(image: Tensor, size: int) -> Tensor:
+    """LeRobot's resize_with_pad to a square: bilinear to fit keeping the aspect ratio, zeros padded left and top."""
+    h, w = image.shape[2:]
+    ratio = max(w / size, h / size)
+    rh, rw = int(h / ratio), int(w / ratio)
+    resized = F.interpolate(image, size=(rh, rw), mode="bilinear", align_corners=False)
+    return F.pad(resized, (size - rw, 0, size - rh, 0), value=0.0)
+
+
 class VisionStage(nn.Module):
-    """One camera: image in [0, 1] at the encoder's size -> its image tokens (embed_image of img * 2 - 1)."""
+    """One camera: image in [0, 1] at the camera's resolution -> its image tokens (embed_image of img * 2 - 1),
+    resized with padding to the encoder's size first when the camera is not that size (prepare_images)."""
 
     def __init__(self, m: SmolVLA) -> None:
         super().__init__()
         self.m = m
 
     def forward(self, image: Tensor) -> Tensor:
+        size = self.m.arch.vision.image_size
+        if tuple(image.shape[2:]) != (size, size):
+            image = resize_with_pad(image, size)
         x = self.m.vision_model(image * 2.0 - 1.0)
         return self.m.connector.modality_projection.proj(pixel_shuffle(x, self.m.arch.scale_factor))
 
@@ -369,7 +382,7 @@ def stage_inputs(arch: SmolVLAArch, seed: int = 0, valid_tokens: int | None = No
     lang_mask = torch.cat([torch.ones(1, valid), torch.zeros(1, n - valid)], dim=1)
     kv = (arch.num_vlm_layers, arch.prefix_len, t.num_key_value_heads, t.head_dim)
     return {
-        "vision": (torch.rand(1, 3, arch.vision.image_size, arch.vision.image_size, generator=g),),
+        "vision": (torch.rand(1, 3, *arch.camera_shape, generator=g),),
         "prefix": (torch.randn(arch.cameras, arch.image_tokens, t.hidden_size, generator=g),
                    torch.randint(0, t.vocab_size, (1, n), generator=g, dtype=torch.int32), lang_mask,
                    torch.randn(1, arch.max_state_dim, generator=g)),

@@ -61,6 +61,12 @@ class SmolVLAArch(BaseModel):
     cameras: int = 2
     state_dim: int = 6
     action_dim: int = 6
+    camera_hw: tuple[int, int] | None = None  # the cameras' (height, width) when not the encoder's square size
+
+    @property
+    def camera_shape(self) -> tuple[int, int]:
+        """What the vision stage takes: the camera's resolution, resized with padding inside the stage."""
+        return self.camera_hw or (self.vision.image_size, self.vision.image_size)
 
     @property
     def image_tokens(self) -> int:

@@ -1,0 +1,206 @@
+"""A LeRobot SmolVLA checkpoint (`pretrained_model/` as `lerobot-train` writes it) -> a kind-"vla" bundle.
+
+The checkpoint holds SmolVLAConfig (config.json), the weights (model.safetensors) and the processor pipelines with
+the dataset statistics. It does not hold the VLM's architecture nor its tokenizer: those come from
+`vlm_model_name`, a local directory (config.json, tokenizer.json) or the published SmolVLM2-500M, whose config
+ships here and whose tokenizer is found in the Hugging Face cache or given with --tokenizer. Nothing is
+downloaded. What this importer cannot reproduce exactly is refused in one line naming the field.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from omni_vla.runtime.bundle import artifact_spec, sha256_file, write_json_atomic
+from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
+from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
+from omni_vla_policies.converters import versions
+from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, CAMERA_PREFIX, STATE_KEY, Affine, CheckpointError,
+                                                   affine_map, read_json, read_normalizer)
+from omni_vla_policies.vla.bundle_vla import stage_specs
+from omni_vla_policies.vla.export_vla import build, export_stages
+from omni_vla_policies.vla.smolvla_config import PUBLISHED_VLM_CONFIG, SmolVLAArch, TextArch, VisionArch
+
+PUBLISHED_VLM = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
+PROMPT_SUFFIX = "\n"  # SmolVLANewLineProcessor: the task ends with a newline before tokenising
+SUFFIX = {"executorch": "pte", "mnn": "mnn", "onnx": "onnx"}
+# Fields whose non-default values change what the network computes in ways the exported stages do not.
+FIXED = {"n_obs_steps": 1, "empty_cameras": 0, "adapt_to_pi_aloha": False, "use_delta_joint_actions_aloha": False,
+         "add_image_special_tokens": False, "attention_mode": "cross_attn"}
+
+
+@dataclass(frozen=True)
+class SmolVLACheckpoint:
+    arch: SmolVLAArch
+    cameras: list[str]  # LeRobot's camera names, in the prefix's token order
+    weights: Path
+    state: Affine
+    action: Affine  # the postprocessor's inverse map
+    n_action_steps: int
+    tokenizer: Path
+    vlm: str
+    config: dict
+
+
+def _vlm_config(name: str) -> dict:
+    local = Path(name).expanduser()
+    if (local / "config.json").is_file():
+        return read_json(local / "config.json")
+    if name == PUBLISHED_VLM:
+        return json.loads(PUBLISHED_VLM_CONFIG.read_text())
+    raise CheckpointError(f"vlm_model_name {name!r}: expected {PUBLISHED_VLM!r} or a local directory holding the "
+                          "VLM's config.json")
+
+
+def find_tokenizer(name: str, explicit: Path | None) -> Path:
+    """--tokenizer, else the VLM directory's tokenizer.json, else the Hugging Face cache's copy (never fetched)."""
+    if explicit is not None:
+        if not Path(explicit).is_file():
+            raise CheckpointError(f"--tokenizer {explicit}: no such file; expected the VLM's tokenizer.json")
+        return Path(explicit)
+    local = Path(name).expanduser() / "tokenizer.json"
+    if local.is_file():
+        return local
+    hub = Path(os.environ.get("HF_HUB_CACHE", Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+                              / "hub"))
+    cached = sorted(hub.glob(f"models--{name.replace('/', '--')}/snapshots/*/tokenizer.json"))
+    if cached:
+        return cached[-1]
+    raise CheckpointError(f"no tokenizer.json for {name!r} (not a local directory, not in {hub}); expected "
+                          "--tokenizer PATH/tokenizer.json")
+
+
+def _arch(cfg: dict, vlm: dict, cameras: int, hw: tuple[int, int], state_dim: int, action_dim: int) -> SmolVLAArch:
+    tc, vc = dict(vlm["text_config"]), vlm["vision_config"]
+    tc.setdefault("head_dim", tc["hidden_size"] // tc["num_attention_heads"])
+    tc.setdefault("num_key_value_heads", tc["num_attention_heads"])
+    size = vc["image_size"]
+    resize = cfg.get("resize_imgs_with_padding")
+    if resize is None and hw != (size, size):
+        raise CheckpointError(f"resize_imgs_with_padding is null and the cameras are {hw[0]}x{hw[1]}; expected "
+                              f"{size}x{size} images (the vision encoder's size)")
+    if resize is not None and tuple(resize) != (size, size):
+        raise CheckpointError(f"resize_imgs_with_padding {list(resize)}: expected [{size}, {size}], the vision "
+                              "encoder's size")
+    experts = cfg.get("num_expert_layers", -1)
+    if experts > 0 and experts != cfg.get("num_vlm_layers", 16):
+        raise CheckpointError(f"num_expert_layers {experts}: expected <= 0 or num_vlm_layers (one expert layer "
+                              "per VLM layer)")
+    return SmolVLAArch(
+        vision=VisionArch(**{k: vc[k] for k in VisionArch.model_fields}),
+        text=TextArch(**{k: tc[k] for k in TextArch.model_fields}),
+        scale_factor=vlm["scale_factor"], cameras=cameras, state_dim=state_dim, action_dim=action_dim,
+        camera_hw=None if hw == (size, size) else hw,
+        **{k: cfg[k] for k in ("num_vlm_layers", "expert_width_multiplier", "self_attn_every_n_layers", "chunk_size",
+                               "num_steps", "max_state_dim", "max_action_dim", "tokenizer_max_length", "min_period",
+                               "max_period") if k in cfg})
+
+
+def read_smolvla_checkpoint(directory: str | Path, tokenizer: Path | None = None) -> SmolVLACheckpoint:
+    d = Path(directory)
+    cfg = read_json(d / "config.json")
+    if cfg.get("type") != "smolvla":
+        raise CheckpointError(f"{d / 'config.json'}: policy type {cfg.get('type')!r}, expected 'smolvla'")
+    for field, want in FIXED.items():
+        if cfg.get(field, want) != want:
+            raise CheckpointError(f"{field} = {cfg.get(field)!r} is not supported; expected {want!r}")
+    if cfg.get("normalization_mapping", {}).get("VISUAL", "IDENTITY") != "IDENTITY":
+        raise CheckpointError("normalization_mapping.VISUAL must be IDENTITY (SmolVLA scales images itself)")
+    feats = cfg.get("input_features", {})
+    cameras = [k[len(CAMERA_PREFIX):] for k in feats if k.startswith(CAMERA_PREFIX)]
+    if not cameras or STATE_KEY not in feats or ACTION_KEY not in cfg.get("output_features", {}):
+        raise CheckpointError(f"{d / 'config.json'}: expected observation.images.* inputs, {STATE_KEY} and "
+                              f"an {ACTION_KEY} output")
+    hw = {tuple(feats[CAMERA_PREFIX + c]["shape"][1:]) for c in cameras}
+    if len(hw) != 1:
+        raise CheckpointError(f"cameras have different shapes {sorted(hw)}; expected one (one vision program)")
+    vlm_name = cfg.get("vlm_model_name", PUBLISHED_VLM)
+    try:
+        arch = _arch(cfg, _vlm_config(vlm_name), len(cameras), hw.pop(), feats[STATE_KEY]["shape"][0],
+                     cfg["output_features"][ACTION_KEY]["shape"][0])
+    except (KeyError, ValidationError) as exc:
+        raise CheckpointError(f"{vlm_name}: the VLM config lacks or mistypes {exc}; expected a SmolVLM config") from exc
+    pre_cfg, pre_stats = read_normalizer(d, "policy_preprocessor", "normalizer_processor")
+    post_cfg, post_stats = read_normalizer(d, "policy_postprocessor", "unnormalizer_processor")
+    weights = d / "model.safetensors"
+    if not weights.is_file():
+        raise CheckpointError(f"{weights} is missing: expected the policy weights")
+    return SmolVLACheckpoint(
+        arch=arch, cameras=cameras, weights=weights,
+        state=affine_map(STATE_KEY, "STATE", pre_cfg, pre_stats, False),
+        action=affine_map(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
+        n_action_steps=int(cfg.get("n_action_steps", arch.chunk_size)),
+        tokenizer=find_tokenizer(vlm_name, tokenizer), vlm=vlm_name, config=cfg)
+
+
+def _floats(a) -> list[float]:  # noqa: ANN001
+    return [float(v) for v in a.reshape(-1)]
+
+
+def build_manifest(ck: SmolVLACheckpoint, tmp: Path, joint_names: list[str], rate_hz: float, gripper: str | None,
+                   backends: tuple[str, ...], src: Path) -> VLAManifest:
+    arch = ck.arch
+    h, w = arch.camera_shape
+    units = ["m" if n == gripper else "rad" for n in joint_names]
+    stages = {stage: {"inputs": ins, "outputs": outs,
+                      "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX[b]}").model_dump() for b in backends}}
+              for stage, (ins, outs) in stage_specs(arch).items()}
+    return VLAManifest.model_validate({
+        "format": CHUNK_FORMAT, "kind": VLA_KIND, "policy": "lerobot_smolvla",
+        "source": {"checkpoint": str(src), "weights_sha256": sha256_file(ck.weights), "vlm": ck.vlm,
+                   "architecture": arch.model_dump(mode="json"), "config": ck.config},
+        "control_rate_hz": rate_hz,
+        "cameras": [{"name": c, "height": h, "width": w} for c in ck.cameras],
+        "state": {"joint_names": joint_names, "units": units},
+        "action": {"joint_names": joint_names, "units": units, "space": "absolute", "chunk_length": arch.chunk_size,
+                   "execute_steps": ck.n_action_steps, "gripper": gripper},
+        "normalization": {"state": {"subtract": _floats(ck.state.subtract), "divide": _floats(ck.state.divide)},
+                          "action": {"subtract": _floats(ck.action.subtract), "divide": _floats(ck.action.divide)}},
+        "language": {"tokenizer": f"{ck.vlm} tokenizer", "max_tokens": arch.tokenizer_max_length,
+                     "tokenizer_file": artifact_spec(tmp, "tokenizer.json").model_dump(),
+                     "prompt_suffix": PROMPT_SUFFIX},
+        "flow": {"num_steps": arch.num_steps, "padded_state_dim": arch.max_state_dim,
+                 "padded_action_dim": arch.max_action_dim, "max_prefix": arch.chunk_size - 1},
+        "stages": stages, "versions": versions(),
+    })
+
+
+def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
+                   gripper: str | None = None, backends: tuple[str, ...] = ("executorch", "mnn"),
+                   tokenizer: Path | None = None) -> VLAManifest:
+    """Export every stage with the checkpoint's weights; `out` appears only when the bundle is whole."""
+    src, out = Path(checkpoint_dir), Path(out)
+    ck = read_smolvla_checkpoint(src, tokenizer)
+    a = ck.arch
+    if len(joint_names) != a.state_dim or a.state_dim != a.action_dim:
+        raise CheckpointError(f"{len(joint_names)} joint names for state {a.state_dim} / action {a.action_dim}; "
+                              "expected one name per state and action element (absolute joint positions)")
+    if gripper is not None and gripper not in joint_names:
+        raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
+    if out.exists():
+        raise CheckpointError(f"{out} exists; expected a new bundle directory")
+    try:
+        model = build(a, ck.weights)
+    except ValueError as exc:
+        raise CheckpointError(f"{ck.weights}: {str(exc).splitlines()[0]}") from exc
+    listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))  # MNN converts from ONNX
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        export_stages(model, tmp, backends=tuple(b for b in ("onnx", "executorch", "mnn") if b in listed),
+                      log=lambda _s: None)
+        shutil.copyfile(ck.tokenizer, tmp / "tokenizer.json")
+        manifest = build_manifest(ck, tmp, joint_names, rate_hz, gripper, listed, src.resolve())
+        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
+        tmp.chmod(0o755)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest

@@ -1,0 +1,150 @@
+"""`omni-vla import lerobot` on a SmolVLA checkpoint that LeRobot 0.4.4 wrote itself (save_pretrained and its
+processors, in its own venv, seeded random weights at test size, non-square cameras): the bundle tokenises on
+the robot as LeRobot's processor does, and its actions on each robot runtime match LeRobot's whole pipeline
+(preprocessor -> predict_action_chunk -> postprocessor) at >= 40 dB on the same noise.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lerobot_env import smolvla_python
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+from omni_vla.runtime.vla import StagedVLARuntime, read_vla_manifest
+from omni_vla_policies.vla.parity_vla import snr_db
+from omni_vla_policies.vla.smolvla_config import tiny
+
+REFERENCE = Path(__file__).resolve().parents[1] / "support" / "smolvla_checkpoint.py"
+PARITY_DB = 40.0
+TASK = "pick up the red block"
+JOINTS = ["j1", "j2", "j3"]
+CAMERAS = {"front": [3, 48, 80], "wrist": [3, 48, 80]}  # wider than tall: resized with padding to the encoder's 64
+
+
+def write_tokenizer(directory: Path) -> None:
+    """A word-level tokenizer made with the `tokenizers` library (no hub here): a BOS added by its post-processor
+    and the newline as its own token, so a missing prompt suffix or special token changes the ids."""
+    words = "pick up the red block put green cube on stack push left right".split()
+    vocab = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "\n": 3, **{w: i + 4 for i, w in enumerate(words)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
+                                                 pre_tokenizers.Split("\n", "isolated")])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    tok.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<pad>", "unk_token": "<unk>",
+        "bos_token": "<bos>", "model_max_length": 512}))
+
+
+def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
+    """root/vlm (config + tokenizer), root/ref/pretrained_model and root/ref/io.npz from LeRobot's own code."""
+    arch = tiny()
+    vlm = root / "vlm"
+    vlm.mkdir(parents=True)
+    (vlm / "config.json").write_text(json.dumps(arch.vlm_config()))
+    write_tokenizer(vlm)
+    fields = {"num_vlm_layers": arch.num_vlm_layers, "chunk_size": arch.chunk_size, "n_action_steps": arch.chunk_size,
+              "num_steps": arch.num_steps, "max_state_dim": arch.max_state_dim, "max_action_dim": arch.max_action_dim,
+              "tokenizer_max_length": tokenizer_max_length, "resize_imgs_with_padding": [64, 64]}
+    spec = {"vlm_dir": str(vlm), "smolvla": fields, "cameras": CAMERAS, "state_dim": len(JOINTS),
+            "action_dim": len(JOINTS), "seed": 3, "task": TASK}
+    (root / "spec.json").write_text(json.dumps(spec))
+    out = subprocess.run([str(smolvla_python()), str(REFERENCE), str(root / "ref"), str(root / "spec.json")],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return root / "ref"
+
+
+def import_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "import", "lerobot", *args],
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return lerobot_smolvla(tmp_path_factory.mktemp("smolvla_ckpt"))
+
+
+@pytest.fixture(scope="module")
+def bundle(reference: Path) -> Path:
+    out = reference.parent / "bundle"
+    res = import_cli(str(reference / "pretrained_model"), "--out", str(out), "--joint-names", ",".join(JOINTS),
+                     "--rate-hz", "10", "--gripper", "j3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+def _runtime(bundle: Path, backend: str) -> StagedVLARuntime:
+    if backend == "mnn":
+        from omni_vla.runtime.mnn import load_program
+    else:
+        from omni_vla.runtime.executorch import load_program
+    return StagedVLARuntime(bundle, backend, load_program)
+
+
+def test_bundle_states_the_checkpoints_robot_side_and_ships_its_tokenizer(bundle: Path) -> None:
+    m = read_vla_manifest(bundle)
+    assert m.policy == "lerobot_smolvla" and [c.name for c in m.cameras] == list(CAMERAS)
+    assert (m.cameras[0].height, m.cameras[0].width) == (48, 80)
+    assert m.action.joint_names == JOINTS and m.action.gripper == "j3" and m.action.chunk_length == tiny().chunk_size
+    assert m.language.tokenizer_file is not None and (bundle / m.language.tokenizer_file.file).is_file()
+    assert m.language.prompt_suffix == "\n" and m.language.max_tokens == 8
+    assert set(m.stages["step"].artifacts) == {"executorch", "mnn", "onnx"}
+
+
+@pytest.mark.parametrize("backend", ["executorch", "mnn"])
+def test_imported_smolvla_matches_lerobots_pipeline_end_to_end(reference: Path, bundle: Path, backend: str) -> None:
+    io = dict(np.load(reference / "io.npz"))
+    rt = _runtime(bundle, backend)
+    n = rt.manifest.language.max_tokens
+    lang = rt.encode_instruction(TASK)
+    valid = int(io["lang_mask"].sum())
+    assert lang[:valid].astype(int).tolist() == io["lang_tokens"][0, :valid].tolist()
+    assert lang[n: n + valid].tolist() == [1.0] * valid and not lang[n + valid:].any()
+    images = {c: io[f"image.{c}"][None] for c in CAMERAS}
+    h, d = rt.horizon, rt.action_dim
+    out = np.zeros((h, d), np.float32)
+    rt.infer(images, io["state"][None], lang[None], np.zeros((1, h, d), np.float32), 0, io["noise"], out)
+    assert snr_db(io["actions"][0], out) >= PARITY_DB, snr_db(io["actions"][0], out)
+
+
+def test_the_instruction_changes_the_actions(reference: Path, bundle: Path) -> None:
+    """The language reaches the prefix: another instruction moves the chunk (a tokenizer ignored would not)."""
+    io = dict(np.load(reference / "io.npz"))
+    rt = _runtime(bundle, "mnn")
+    images = {c: io[f"image.{c}"][None] for c in CAMERAS}
+    zeros = np.zeros((1, rt.horizon, rt.action_dim), np.float32)
+    a, b = np.zeros_like(zeros[0]), np.zeros_like(zeros[0])
+    rt.infer(images, io["state"][None], rt.encode_instruction(TASK)[None], zeros, 0, io["noise"], a)
+    rt.infer(images, io["state"][None], rt.encode_instruction("push the green cube left")[None], zeros, 0,
+             io["noise"], b)
+    assert np.abs(a - b).max() > 1e-4
+
+
+def test_a_policy_kind_that_cannot_be_imported_is_refused_naming_the_kinds(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"type": "pi0"}))
+    res = import_cli(str(tmp_path), "--out", str(tmp_path / "b"), "--joint-names", "a", "--rate-hz", "10")
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert "'pi0'" in res.stderr and "act, smolvla" in res.stderr and not (tmp_path / "b").exists()
+
+
+def test_a_checkpoint_whose_vlm_cannot_be_found_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:
+    ck = tmp_path / "pretrained_model"
+    subprocess.run(["cp", "-r", str(reference / "pretrained_model"), str(ck)], check=True)
+    cfg = json.loads((ck / "config.json").read_text())
+    (ck / "config.json").write_text(json.dumps({**cfg, "vlm_model_name": "someone/unknown-vlm"}))
+    res = import_cli(str(ck), "--out", str(tmp_path / "b"), "--joint-names", ",".join(JOINTS), "--rate-hz", "10")
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "someone/unknown-vlm" in res.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_wrong_joint_count_is_refused_and_writes_nothing(reference: Path, tmp_path: Path) -> None:
+    res = import_cli(str(reference / "pretrained_model"), "--out", str(tmp_path / "b"), "--joint-names", "a,b",
+                     "--rate-hz", "10")
+    assert res.returncode == 2 and "2 joint names" in res.stderr and res.stderr.strip().count("\n") == 0
+    assert list(tmp_path.iterdir()) == []
