@@ -5,16 +5,14 @@ calls (a runtime's output buffer is overwritten by its next run).
 """
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from omni_vla.runtime.mnn import import_mnn
+from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
 
 StageFn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
@@ -66,24 +64,10 @@ def executorch_stage(path: Path, stage: str, threads: int) -> StageFn:
     return run
 
 
-@contextlib.contextmanager
-def _stdout_silenced() -> Iterator[None]:
-    """MNN's C++ side prints ("MNN use high precision") to fd 1, which would break --json output."""
-    sys.stdout.flush()
-    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
 def mnn_stage(path: Path, stage: str, threads: int) -> StageFn:
     MNN = import_mnn()  # noqa: N806
     ins, outs = STAGE_IO[stage]
-    with _stdout_silenced():
+    with native_stdout_silenced():
         rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": threads},))
         mod = MNN.nn.load_module_from_file(str(path), ins, outs, runtime_manager=rt, shape_mutable=False)
     if mod is None:

@@ -6,6 +6,7 @@ the robot as LeRobot's processor does, and its actions on each robot runtime mat
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +16,15 @@ import pytest
 from lerobot_env import smolvla_python
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from omni_vla.runtime.vla import StagedVLARuntime, read_vla_manifest
-from omni_vla_policies.vla.parity_vla import snr_db
+from omni_vla.runtime.vla import read_vla_manifest
+from omni_vla_policies.vla.parity_import import compare, open_vla
 from omni_vla_policies.vla.smolvla_config import tiny
 
 REFERENCE = Path(__file__).resolve().parents[1] / "support" / "smolvla_checkpoint.py"
 PARITY_DB = 40.0
 TASK = "pick up the red block"
-JOINTS = ["j1", "j2", "j3"]
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]  # the simulated Panda's, by name
+GRIPPER = "panda_finger_joint1"
 CAMERAS = {"front": [3, 48, 80], "wrist": [3, 48, 80]}  # wider than tall: resized with padding to the encoder's 64
 
 
@@ -74,24 +76,16 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bundle(reference: Path) -> Path:
     out = reference.parent / "bundle"
     res = import_cli(str(reference / "pretrained_model"), "--out", str(out), "--joint-names", ",".join(JOINTS),
-                     "--rate-hz", "10", "--gripper", "j3")
+                     "--rate-hz", "10", "--gripper", GRIPPER)
     assert res.returncode == 0, res.stderr[-3000:]
     return out
-
-
-def _runtime(bundle: Path, backend: str) -> StagedVLARuntime:
-    if backend == "mnn":
-        from omni_vla.runtime.mnn import load_program
-    else:
-        from omni_vla.runtime.executorch import load_program
-    return StagedVLARuntime(bundle, backend, load_program)
 
 
 def test_bundle_states_the_checkpoints_robot_side_and_ships_its_tokenizer(bundle: Path) -> None:
     m = read_vla_manifest(bundle)
     assert m.policy == "lerobot_smolvla" and [c.name for c in m.cameras] == list(CAMERAS)
     assert (m.cameras[0].height, m.cameras[0].width) == (48, 80)
-    assert m.action.joint_names == JOINTS and m.action.gripper == "j3" and m.action.chunk_length == tiny().chunk_size
+    assert m.action.joint_names == JOINTS and m.action.gripper == GRIPPER and m.action.chunk_length == tiny().chunk_size
     assert m.language.tokenizer_file is not None and (bundle / m.language.tokenizer_file.file).is_file()
     assert m.language.prompt_suffix == "\n" and m.language.max_tokens == 8
     assert set(m.stages["step"].artifacts) == {"executorch", "mnn", "onnx"}
@@ -99,24 +93,25 @@ def test_bundle_states_the_checkpoints_robot_side_and_ships_its_tokenizer(bundle
 
 @pytest.mark.parametrize("backend", ["executorch", "mnn"])
 def test_imported_smolvla_matches_lerobots_pipeline_end_to_end(reference: Path, bundle: Path, backend: str) -> None:
-    io = dict(np.load(reference / "io.npz"))
-    rt = _runtime(bundle, backend)
-    n = rt.manifest.language.max_tokens
-    lang = rt.encode_instruction(TASK)
-    valid = int(io["lang_mask"].sum())
-    assert lang[:valid].astype(int).tolist() == io["lang_tokens"][0, :valid].tolist()
-    assert lang[n: n + valid].tolist() == [1.0] * valid and not lang[n + valid:].any()
-    images = {c: io[f"image.{c}"][None] for c in CAMERAS}
-    h, d = rt.horizon, rt.action_dim
-    out = np.zeros((h, d), np.float32)
-    rt.infer(images, io["state"][None], lang[None], np.zeros((1, h, d), np.float32), 0, io["noise"], out)
-    assert snr_db(io["actions"][0], out) >= PARITY_DB, snr_db(io["actions"][0], out)
+    res = compare(bundle, dict(np.load(reference / "io.npz")), TASK, backend)
+    assert res["tokens_match"] and res["snr_db"] >= PARITY_DB, res
+
+
+def test_parity_command_prints_each_backends_figure(reference: Path, bundle: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "omni_vla_policies.vla.parity_import", str(bundle),
+                          str(reference / "io.npz"), "--task", TASK, "--backends", "mnn"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["backends"]["mnn"]["snr_db"] >= PARITY_DB
+    bad = subprocess.run([sys.executable, "-m", "omni_vla_policies.vla.parity_import", str(bundle),
+                          str(reference / "missing.npz"), "--task", TASK], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "missing.npz" in bad.stderr
 
 
 def test_the_instruction_changes_the_actions(reference: Path, bundle: Path) -> None:
     """The language reaches the prefix: another instruction moves the chunk (a tokenizer ignored would not)."""
     io = dict(np.load(reference / "io.npz"))
-    rt = _runtime(bundle, "mnn")
+    rt = open_vla(bundle, "mnn")
     images = {c: io[f"image.{c}"][None] for c in CAMERAS}
     zeros = np.zeros((1, rt.horizon, rt.action_dim), np.float32)
     a, b = np.zeros_like(zeros[0]), np.zeros_like(zeros[0])
@@ -148,3 +143,28 @@ def test_wrong_joint_count_is_refused_and_writes_nothing(reference: Path, tmp_pa
                      "--rate-hz", "10")
     assert res.returncode == 2 and "2 joint names" in res.stderr and res.stderr.strip().count("\n") == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_imported_bundle_runs_in_the_evaluation_suite_by_changing_only_the_bundle(bundle: Path,
+                                                                                      tmp_path: Path) -> None:
+    """Seeded random weights: nothing is expected to succeed, but every episode runs through the supervisor,
+    which counts what it had to stop (a random policy's targets leave the limits)."""
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "eval", "--bundle", str(bundle), "--backend",
+                          "mnn", "--tasks", "pick_red", "--episodes", "1", "--workers", "1", "--out", str(tmp_path / "e"),
+                          "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    task = report["tasks"]["pick_red"]
+    assert report["settings"]["bundle_dir"] == str(bundle) and task["episodes"] == 1
+    assert task["mean_episode_length"] > 0 and task["interventions_per_episode"] > 0
+
+
+def test_a_bundle_whose_cameras_the_robot_lacks_is_refused_in_one_line(bundle: Path, tmp_path: Path) -> None:
+    other = tmp_path / "bundle"
+    shutil.copytree(bundle, other)
+    (other / "manifest.json").write_text((bundle / "manifest.json").read_text().replace('"front"', '"top"'))
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "eval", "--bundle", str(other), "--backend",
+                          "mnn", "--tasks", "pick_red", "--episodes", "1", "--out", str(tmp_path / "e")],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0 and res.stderr.strip().count("\n") == 0
+    assert "'top'" in res.stderr and "front" in res.stderr and not (tmp_path / "e").exists()

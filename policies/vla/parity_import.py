@@ -1,0 +1,77 @@
+"""An imported VLA bundle against what LeRobot's own pipeline made of one raw observation, on each robot runtime.
+
+    python -m omni_vla_policies.vla.parity_import BUNDLE IO.npz --task "pick up the cube" [--backends executorch,mnn]
+
+IO.npz is tests/support/smolvla_checkpoint.py's output (raw images per camera as `image.<name>`, state, the noise of
+the robot's action columns, LeRobot's tokens and its unnormalised actions). Prints JSON: per backend the
+end-to-end SNR (dB) and max abs error of the chunk, whether the bundle's tokenizer gave LeRobot's ids, and the
+seconds of one whole inference. Exit 2 with one line on a missing or mismatched file.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from omni_vla.runtime.bundle import BundleError
+from omni_vla.runtime.vla import StagedVLARuntime
+from omni_vla.tools.outputs import native_stdout_silenced
+from omni_vla_policies.vla.parity_vla import snr_db
+
+LOADERS = {"executorch": "omni_vla.runtime.executorch", "mnn": "omni_vla.runtime.mnn"}
+
+
+def open_vla(bundle: Path, backend: str, threads: int = 1) -> StagedVLARuntime:
+    """The bundle on a robot runtime, its loader imported by name (ExecuTorch's imports torch)."""
+    return StagedVLARuntime(bundle, backend, importlib.import_module(LOADERS[backend]).load_program, num_threads=threads)
+
+
+def compare(bundle: Path, io: dict[str, np.ndarray], task: str, backend: str, threads: int = 1) -> dict:
+    rt = open_vla(bundle, backend, threads)
+    n = rt.manifest.language.max_tokens
+    lang = rt.encode_instruction(task)
+    valid = int(io["lang_mask"].sum())
+    tokens_match = (lang[:valid].astype(np.int64).tolist() == io["lang_tokens"][0, :valid].tolist()
+                    and int(lang[n:].sum()) == valid)
+    out = np.zeros((rt.horizon, rt.action_dim), np.float32)
+    images = {c.name: io[f"image.{c.name}"][None] for c in rt.cameras}
+    prefix = np.zeros((1, rt.horizon, rt.action_dim), np.float32)
+    t0 = time.perf_counter()
+    rt.infer(images, io["state"][None], lang[None], prefix, 0, io["noise"], out)
+    seconds = time.perf_counter() - t0
+    ref = io["actions"][0]
+    return {"snr_db": round(snr_db(ref, out), 2), "max_abs": float(np.abs(ref - out).max()),
+            "tokens_match": tokens_match, "inference_s": round(seconds, 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("bundle", type=Path)
+    p.add_argument("io", type=Path)
+    p.add_argument("--task", required=True, help="the instruction LeRobot's pipeline was given")
+    p.add_argument("--backends", default="executorch,mnn")
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args(argv)
+    backends = [b for b in a.backends.split(",") if b]
+    if not backends or set(backends) - set(LOADERS):
+        print(f"parity_import: --backends {a.backends!r}: expected some of {','.join(LOADERS)}", file=sys.stderr)
+        return 2
+    try:
+        io = dict(np.load(a.io))
+        with native_stdout_silenced():  # MNN prints to fd 1
+            res = {b: compare(a.bundle, io, a.task, b, a.threads) for b in backends}
+    except (OSError, KeyError, ValueError, BundleError) as exc:
+        print(f"parity_import: {str(exc).splitlines()[0]}; expected a bundle and smolvla_checkpoint.py's io.npz",
+              file=sys.stderr)
+        return 2
+    print(json.dumps({"bundle": str(a.bundle), "task": a.task, "threads": a.threads, "backends": res}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
