@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="JSON {names, table: {instruction: vector}} for a policy conditioned on environment_state")
     p.add_argument("--tokenizer", type=Path, default=None,
                    help="SmolVLA: the VLM's tokenizer.json (default: from vlm_model_name's directory or the HF cache)")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="SmolVLA: int8 variants of every stage (the parity against fp32 goes into the manifest)")
     a = p.parse_args(argv)
     backends = tuple(b for b in a.backends.split(",") if b)
     bad = [b for b in backends if b not in BACKENDS]
@@ -154,14 +156,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kind = checkpoint_kind(a.checkpoint)
         if kind == "smolvla":
-            m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer)
+            m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize)
+        elif a.quantize or a.tokenizer:
+            raise CheckpointError("--quantize and --tokenizer apply to SmolVLA checkpoints; this one is an ACT")
         else:
             m = import_act(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.instructions)
     except CheckpointError as exc:
         print(f"omni-vla import: {exc}", file=sys.stderr)
         return 2
     print(f"bundle {a.out}: {m.policy}, cameras {[c.name for c in m.cameras]}, chunk {m.action.chunk_length} x "
-          f"{len(m.action.joint_names)}, backends {sorted(next(iter(m.stages.values())).artifacts)}")
+          f"{len(m.action.joint_names)}, backends {sorted(next(iter(m.stages.values())).artifacts)}"
+          + (f", parity vs fp32 eager {m.source['parity_db']} dB" if "parity_db" in m.source else ""))
     return 0
 
 

@@ -20,11 +20,13 @@ from pydantic import ValidationError
 from omni_vla.runtime.bundle import artifact_spec, sha256_file, write_json_atomic
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
 from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
+from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_policies.converters import versions
 from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, CAMERA_PREFIX, STATE_KEY, Affine, CheckpointError,
                                                    affine_map, read_json, read_normalizer)
 from omni_vla_policies.vla.bundle_vla import stage_specs
 from omni_vla_policies.vla.export_vla import build, export_stages
+from omni_vla_policies.vla.parity_import import self_parity
 from omni_vla_policies.vla.smolvla_config import PUBLISHED_VLM_CONFIG, SmolVLAArch, TextArch, VisionArch
 
 PUBLISHED_VLM = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
@@ -171,10 +173,18 @@ def build_manifest(ck: SmolVLACheckpoint, tmp: Path, joint_names: list[str], rat
     })
 
 
+QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 activations quantised per call "
+                        "(torchao, XNNPACK); MNN: int8 weights (--weightQuantBits 8); onnxruntime: dynamic int8"}
+
+
 def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
                    gripper: str | None = None, backends: tuple[str, ...] = ("executorch", "mnn"),
-                   tokenizer: Path | None = None) -> VLAManifest:
-    """Export every stage with the checkpoint's weights; `out` appears only when the bundle is whole."""
+                   tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
+    """Export every stage with the checkpoint's weights; `out` appears only when the bundle is whole. Each robot
+    runtime's chunk is checked against the eager fp32 model on one observation and the figure written into the
+    manifest (source.parity_db): what a quantised variant costs, measured on this checkpoint."""
+    if quantize not in (None, *QUANTIZATION):
+        raise CheckpointError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZATION)}")
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_smolvla_checkpoint(src, tokenizer)
     a = ck.arch
@@ -194,9 +204,15 @@ def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: lis
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         export_stages(model, tmp, backends=tuple(b for b in ("onnx", "executorch", "mnn") if b in listed),
-                      log=lambda _s: None)
+                      log=lambda _s: None, int8=quantize == "int8")
         shutil.copyfile(ck.tokenizer, tmp / "tokenizer.json")
         manifest = build_manifest(ck, tmp, joint_names, rate_hz, gripper, listed, src.resolve())
+        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
+        robot = tuple(b for b in backends if b in ("executorch", "mnn"))
+        with native_stdout_silenced():  # MNN prints to fd 1
+            parity = self_parity(tmp, model, robot)
+        source = {**manifest.source, "parity_db": parity, "quantization": QUANTIZATION.get(quantize or "", "none")}
+        manifest = manifest.model_copy(update={"source": source})
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
         tmp.chmod(0o755)
         tmp.rename(out)

@@ -15,12 +15,16 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
+import torch
 
 from omni_vla.runtime.bundle import BundleError
+from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.vla import StagedVLARuntime
 from omni_vla.tools.outputs import native_stdout_silenced
+from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
 from omni_vla_policies.vla.parity_vla import snr_db
 
 LOADERS = {"executorch": "omni_vla.runtime.executorch", "mnn": "omni_vla.runtime.mnn"}
@@ -29,6 +33,48 @@ LOADERS = {"executorch": "omni_vla.runtime.executorch", "mnn": "omni_vla.runtime
 def open_vla(bundle: Path, backend: str, threads: int = 1) -> StagedVLARuntime:
     """The bundle on a robot runtime, its loader imported by name (ExecuTorch's imports torch)."""
     return StagedVLARuntime(bundle, backend, importlib.import_module(LOADERS[backend]).load_program, num_threads=threads)
+
+
+def eager_loader(model: SmolVLA) -> Callable:
+    """A LoadProgram running the eager fp32 stages of `model`: the same runtime code (tokeniser, normalisation,
+    padding, Euler loop) around the network as written, the reference an exported variant is held to."""
+    mods = stage_modules(model)
+
+    def load(_path: Path, spec: ChunkStageSpec, inputs: Sequence[np.ndarray], _threads: int) -> Callable:
+        stage = next(s for s, io in STAGE_IO.items() if list(io[0]) == [t.name for t in spec.inputs])
+        views = [torch.from_numpy(x) for x in inputs]
+
+        def run() -> list[np.ndarray]:
+            with torch.no_grad():
+                out = mods[stage](*views)
+            return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+        return run
+
+    return load
+
+
+def self_parity(bundle: Path, model: SmolVLA, backends: Sequence[str], seed: int = 0) -> dict[str, float]:
+    """End-to-end SNR (dB) of each backend's chunk against the eager fp32 model, both through StagedVLARuntime on
+    one seeded observation (images, state around the statistics' mean, an instruction, noise)."""
+    ref_rt = StagedVLARuntime(bundle, backends[0], eager_loader(model), check_versions=False)  # artifacts unread
+    rng = np.random.default_rng(seed)
+    images = {c.name: rng.random((1, 3, c.height, c.width), dtype=np.float32) for c in ref_rt.cameras}
+    sub, div = (np.asarray(a, np.float32) for a in (ref_rt.manifest.normalization["state"].subtract,
+                                                     ref_rt.manifest.normalization["state"].divide))
+    state = (sub + div * rng.standard_normal(len(ref_rt.manifest.state.joint_names))).astype(np.float32)[None]
+    lang = ref_rt.encode_instruction("pick up the cube and place it in the bin")[None]
+    h, d = ref_rt.horizon, ref_rt.action_dim
+    noise = rng.standard_normal((1, h, d)).astype(np.float32)
+    zeros = np.zeros((1, h, d), np.float32)
+
+    def chunk(rt: StagedVLARuntime) -> np.ndarray:
+        out = np.zeros((h, d), np.float32)
+        rt.infer(images, state, lang, zeros, 0, noise, out)
+        return out
+
+    ref = chunk(ref_rt)
+    return {b: round(snr_db(ref, chunk(open_vla(bundle, b))), 2) for b in backends}
 
 
 def compare(bundle: Path, io: dict[str, np.ndarray], task: str, backend: str, threads: int = 1) -> dict:
