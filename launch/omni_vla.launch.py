@@ -50,8 +50,9 @@ ARGUMENTS = (
      "directory holding the nodes' parameter files (<executable>.yaml)"),
     ("bundle_dir", "",
      "policy bundle directory: absolute, or relative to the working directory, else to share/omni_vla "
-     "(the shipped one is bundles/reference); empty: vla_node.yaml's value"),
-    ("backend", "", "runtime of vla_node: mnn or executorch (checked at configure); empty: vla_node.yaml's value"),
+     "(the shipped one is bundles/reference); empty: the node's parameter file, else its default"),
+    ("backend", "", "runtime of vla_node: mnn or executorch (checked at configure); empty: the node's parameter "
+     "file, else its default"),
     ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), JOINT_LIMITS_FILE]),
      "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node); vla_node "
      "refuses at configure a bundle with a joint that has no limits there"),

@@ -1,8 +1,10 @@
-"""Validated settings of the assembled loop and of vla_node: one model, read from config/vla_node.yaml.
+"""Validated settings of the assembled loop and of vla_node: every default is stated here, once.
 
 `LoopSettings` is what the ROS-free loop is (rate, chunk splicing, observation age, sampling); the node,
-the evaluation suite and the loop benchmark all build their loop from it (omni_vla.assembly), and the
-suite takes its defaults from the node's parameter file, so every default lives here once.
+the evaluation suite and the loop benchmark all build their loop from it (omni_vla.assembly). Its defaults are
+the neutral ones of the loop used as a library (a fixed rate, replace at once, no shaping); `VlaNodeConfig`
+states what vla_node runs unless told otherwise. config/vla_node.yaml restates none of them (a test says so): it
+holds the deployment's own values, and the evaluation suite reads it, so its figures are the robot's.
 `WorkerSettings` is how the inference worker process is supervised; `VlaNodeConfig` adds the bundle,
 backend and ROS wiring. ROS parameters are flat ("topics.joint_states"), so `from_ros_parameters`
 rebuilds the nesting before validating.
@@ -56,12 +58,12 @@ class LoopSettings(BaseModel):
     average_old_weight: float = Field(0.3, ge=0, le=1, description="weight of the old chunk on the overlap ('average')")
     splice_blend_ticks: int = Field(
         0, ge=0, le=64, description="'naive': crossfade a new chunk's first rows from the queue it replaces over this "
-        "many ticks (0: replace at once; config/vla_node.yaml sets 3, chosen on validation seeds)",
+        "many ticks (0: replace at once)",
     )
     command_accel_fraction: float = Field(
         0.0, ge=0, le=1, description="the rows sent keep to this fraction of the robot's velocity and acceleration "
         "limits (its joint limits file), so the supervisor never clamps ordinary motion; 0: the plan's rows as they "
-        "are (config/vla_node.yaml sets 0.9, under the supervisor's limit_margin, chosen on validation seeds)",
+        "are",
     )
     command_max_lead: list[str] = Field(
         default_factory=list, description="'joint=bound' entries (m or rad): the row sent stays within the bound of "
@@ -108,7 +110,10 @@ class WorkerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    inference_timeout_s: float = Field(1.0, gt=0, description="a request unanswered this long means a hung worker")
+    inference_timeout_s: float = Field(
+        1.0, gt=0, description="a request unanswered this long means a hung worker (killed, restarted with backoff); "
+        "a real-size VLA takes seconds per chunk: set it above its p99",
+    )
     startup_timeout_s: float = Field(60.0, gt=0, description="worker load + warm-up budget")
     restart_backoff_s: float = Field(0.5, gt=0, description="first worker restart delay, doubled per failure")
     restart_backoff_max_s: float = Field(10.0, gt=0, description="cap of the restart delay")
@@ -161,14 +166,31 @@ class VlaNodeConfig(LoopSettings, WorkerSettings):
     """vla_node parameters: the loop's and the worker's settings plus bundle, backend and ROS wiring."""
 
     bundle_dir: Path = Field(..., description="exported policy bundle directory")
+    rate_hz: float = Field(
+        0.0, ge=0, le=1000, description="control rate (ticks per second); 0: the bundle's control_rate_hz"
+    )
+    execution_horizon: int = Field(
+        0, ge=0, description="s: actions executed from each chunk before the next is requested (d <= s <= H - d); "
+        "0: the bundle's execute_steps. Lower it when inference takes longer than the rest of the chunk",
+    )
+    splice_blend_ticks: int = Field(
+        3, ge=0, le=64, description="'naive': crossfade a new chunk's first rows from the queue it replaces over this "
+        "many ticks (0: at once); 3 chosen on validation seeds (docs/decisions)",
+    )
+    command_accel_fraction: float = Field(
+        0.9, ge=0, le=1, description="the rows sent keep to this fraction of the robot's velocity and acceleration "
+        "limits (joint_limits_file), under the supervisor's limit_margin, so it does not clamp ordinary motion; "
+        "0: the plan's rows as they are",
+    )
     backend: RuntimeBackend = Field("mnn", description="inference runtime for the bundle")
     threads: int = Field(1, ge=1, le=64, description="runtime threads (leave a core to the loop)")
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     compressed_images: bool = Field(False, description="subscribe <image topic>/compressed (sensor_msgs/CompressedImage)")
-    autostart: bool = Field(False, description="configure + activate at start (no lifecycle manager needed)")
+    autostart: bool = Field(True, description="configure + activate at start (false: wait for a lifecycle manager)")
     diagnostics_period_s: float = Field(1.0, gt=0, le=3600, description="period of the /diagnostics status")
     realtime_priority: int = Field(
-        0, ge=0, le=99, description="SCHED_FIFO priority of the loop thread (0: normal scheduling; needs rtprio)"
+        50, ge=0, le=99, description="SCHED_FIFO priority of the loop thread (ros2_control's 50; 0: normal "
+        "scheduling). Without rtprio (limits.conf) or root, diagnostics say so and the loop runs unprioritised",
     )
     openpi_config: str = Field("", description="OpenPI re-planning YAML (config/openpi.yaml); empty: no cloud")
     joint_limits_file: str = Field(

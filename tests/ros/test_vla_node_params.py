@@ -120,7 +120,7 @@ def _run_node(*args: str, params_file: Path | None = None) -> subprocess.Complet
 def test_misspelled_key_in_a_params_file_fails_startup_naming_it_and_the_nearest_name(tmp_path: Path) -> None:
     """The shipped file with one key misspelled, as an integrator would: one line, exit 1, no traceback."""
     bad = tmp_path / "vla_node.yaml"
-    bad.write_text(PARAMS_FILE.read_text().replace("max_obs_age_s:", "max_obs_age_sec:"))
+    bad.write_text(PARAMS_FILE.read_text().replace("    bundle_dir:", "    max_obs_age_sec: 0.2\n    bundle_dir:"))
     res = _run_node(params_file=bad)
     out = res.stdout + res.stderr
     assert res.returncode == 1, out
