@@ -1,5 +1,6 @@
 """Collect one run of run.sh from WORK into results/smolvla_import: import.json, parity.json, stages.json,
-stages.png and README.md (figures against the goals). A step that did not finish is reported as such.
+stages.png and README.md (figures against the goals, then OUT/notes.md if present). A step that did not finish is
+reported as such.
 
     python report.py WORK OUT --task TASK --command "the command that ran"
 """
@@ -30,7 +31,9 @@ def load_during(work: Path, step: str) -> dict | None:
     if not f.is_file():
         return None
     rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-    ld = [r["loadavg"][0] for r in rows if r["step"] == step]
+    rows = [r for r in rows if r["step"] == step]
+    last = max((r.get("run", 0) for r in rows), default=0)  # the latest run that did this step
+    ld = [r["loadavg"][0] for r in rows if r.get("run", 0) == last]
     if not ld:
         return None
     return {"samples": len(ld), "mean_1min": round(sum(ld) / len(ld), 2), "max_1min": max(ld), "min_1min": min(ld)}
@@ -143,12 +146,14 @@ def stages_report(work: Path) -> dict:
     counts = {"vision": raw["arch"]["cameras"], "prefix": 1, "step": raw["arch"]["num_steps"], "finish": 1}
     chunk_flops = sum(counts[s] * raw["flops"][s] for s in STAGES)
     floor = {t: round(chunk_flops / 1e9 / res["sgemm_gflops"], 2) for t, res in raw["per_threads"].items()}
+    one = raw["per_threads"].get("1", {}).get("sgemm_gflops")
+    ideal = ({t: round(chunk_flops / 1e9 / (int(t) * one), 2) for t in raw["per_threads"]} if one else None)
     best2 = None
     if "2" in summary:
         b, v = min(summary["2"].items(), key=lambda kv: kv[1]["chain_s"])
         best2 = {"backend": b, "chain_s": v["chain_s"], "goal_s": CHUNK_GOAL_S, "goal_met": v["chain_s"] <= CHUNK_GOAL_S}
     return {"summary": summary, "best_at_2_threads": best2, "chunk_gflop": round(chunk_flops / 1e9, 1),
-            "chunk_s_at_sgemm_roofline": floor, "load_during_stages": load_during(work, "stages"), **raw}
+            "chunk_s_at_sgemm_roofline": floor, "chunk_s_at_1thread_sgemm_times_threads": ideal, "load_during_stages": load_during(work, "stages"), **raw}
 
 
 def plot(stages: dict, out: Path) -> None:
@@ -189,12 +194,13 @@ def fmt(v, unit: str = "") -> str:  # noqa: ANN001
     return "—" if v is None else f"{v}{unit}"
 
 
-def readme(out: Path, imp: dict, par: dict, stg: dict, command: str, when: str, load_now: str, task: str) -> None:
+def readme(out: Path, imp: dict, par: dict, stg: dict, command: str, when: str, load_now: str, task: str,
+           reported: str) -> None:
     lines = [
         "# SmolVLA full-size import: parity and speed",
         "",
-        f"Run {when} on {platform.node()} ({os.cpu_count()} cores, no GPU), shared with other jobs: `{load_now}` "
-        "when the report was written; each JSON holds the 1-min load average sampled every 20 s during its step.",
+        f"Run started {when} on {platform.node()} ({os.cpu_count()} cores, no GPU), shared with other jobs: `{load_now}` "
+        f"when the report was written ({reported}); each JSON holds the 1-min load average sampled every 20 s during its step.",
         "",
         f"Command: `{command}` (benchmarks/smolvla_import/README.md says what each step does).",
         "",
@@ -252,10 +258,17 @@ def readme(out: Path, imp: dict, par: dict, stg: dict, command: str, when: str, 
         lines += ["", f"One chunk is {stg['chunk_gflop']} GFLOP (2 x vision + prefix + 10 x step, counted on the eager "
                   "stages); at this CPU's measured 1024^3 sgemm rate that alone takes "
                   + ", ".join(f"{v} s at {t} thread(s)" for t, v in stg["chunk_s_at_sgemm_roofline"].items())
-                  + ": the fp32 chunk cannot reach the goal on this machine even at the sgemm roofline.", "",
+                  + (f"; with the 1-thread rate scaled perfectly to 2 threads (a shared machine can lower the 2-thread "
+                     f"sgemm) {stg['chunk_s_at_1thread_sgemm_times_threads'].get('2')} s"
+                     if stg.get("chunk_s_at_1thread_sgemm_times_threads") else "")
+                  + f". Above {CHUNK_GOAL_S} s either way: fp32 on this CPU cannot meet the chunk goal even at the "
+                  "sgemm roofline.", "",
                   "![stages](stages.png)"]
     else:
         lines += [f"not measured: {fmt(stg.get('error'))}"]
+    notes = out / "notes.md"  # hand-written observations on the run, kept across re-reports
+    if notes.is_file():
+        lines += ["", notes.read_text().rstrip()]
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
@@ -268,13 +281,15 @@ def main() -> int:
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     now, load_now = dt.datetime.now().astimezone().isoformat(timespec="seconds"), uptime()
-    common = {"date": now, "uptime_at_report": load_now, "command": a.command, "task": a.task, "cpus": os.cpu_count()}
+    code = (a.work / "code.txt").read_text().strip().splitlines() if (a.work / "code.txt").is_file() else []
+    common = {"date": now, "code_per_run": code, "uptime_at_report": load_now, "command": a.command, "task": a.task, "cpus": os.cpu_count()}
     imp, par, stg = import_report(a.work), parity_report(a.work), stages_report(a.work)
     for name, rep in (("import", imp), ("parity", par), ("stages", stg)):
         (a.out / f"{name}.json").write_text(json.dumps({**common, **rep}, indent=1) + "\n")
     if "per_threads" in stg:
         plot(stg, a.out / "stages.png")
-    readme(a.out, imp, par, stg, a.command, now, load_now, a.task)
+    started = [ln.split()[2] for ln in code if ln.startswith("run ")]
+    readme(a.out, imp, par, stg, a.command, started[-1] if started else now, load_now, a.task, now)
     return 0
 
 

@@ -21,15 +21,19 @@ mkdir -p "$WORK" "$OUT"
 cd "$ROOT"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-LOAD="$WORK/load.jsonl"   # {"t", "step", "loadavg"}: 1-min load average every 20 s
+LOAD="$WORK/load.jsonl"   # {"run", "t", "step", "loadavg"}: 1-min load average every 20 s
+RUN="$(date +%s)"
 STEP="$WORK/.step"
 echo start > "$STEP"
-( while sleep 20; do printf '{"t": %s, "step": "%s", "loadavg": [%s]}\n' "$(date +%s)" "$(cat "$STEP")" \
+( while sleep 20; do printf '{"run": %s, "t": %s, "step": "%s", "loadavg": [%s]}\n' "$RUN" "$(date +%s)" "$(cat "$STEP")" \
     "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ',')" >> "$LOAD"; done ) &
 SAMPLER=$!
 trap 'kill $SAMPLER 2>/dev/null || true' EXIT
 step() { echo "$1" > "$STEP"; echo "[$(date +%T)] $1 (load $(cut -d' ' -f1-3 /proc/loadavg))"; }
 done_already() { [ -s "$1" ] && { echo "resumed" > "$STEP"; echo "  $1 exists: not redone"; }; }
+
+# The code each run used: HEAD and any uncommitted change under what it runs (a colleague may edit meanwhile).
+{ echo "run $RUN $(date -Is)"; git rev-parse HEAD; git status --porcelain -- omni_vla policies tests/support; } >> "$WORK/code.txt"
 
 step checkpoint
 "$PY" "$HERE/prepare.py" "$WORK" "$TASK"
