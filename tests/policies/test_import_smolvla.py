@@ -13,53 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_env import smolvla_python
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from lerobot_env import PANDA_JOINTS, SMOLVLA_CAMERAS, SMOLVLA_TASK, lerobot_smolvla
 
 from omni_vla.runtime.vla import read_vla_manifest
 from omni_vla_policies.vla.parity_import import compare, open_vla
 from omni_vla_policies.vla.smolvla_config import tiny
 
-REFERENCE = Path(__file__).resolve().parents[1] / "support" / "smolvla_checkpoint.py"
 PARITY_DB = 40.0
-TASK = "pick up the red block"
-JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]  # the simulated Panda's, by name
-GRIPPER = "panda_finger_joint1"
-CAMERAS = {"front": [3, 48, 80], "wrist": [3, 48, 80]}  # wider than tall: resized with padding to the encoder's 64
-
-
-def write_tokenizer(directory: Path) -> None:
-    """A word-level tokenizer made with the `tokenizers` library (no hub here): a BOS added by its post-processor
-    and the newline as its own token, so a missing prompt suffix or special token changes the ids."""
-    words = "pick up the red block put green cube on stack push left right".split()
-    vocab = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "\n": 3, **{w: i + 4 for i, w in enumerate(words)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
-                                                 pre_tokenizers.Split("\n", "isolated")])
-    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    tok.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<pad>", "unk_token": "<unk>",
-        "bos_token": "<bos>", "model_max_length": 512}))
-
-
-def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
-    """root/vlm (config + tokenizer), root/ref/pretrained_model and root/ref/io.npz from LeRobot's own code."""
-    arch = tiny()
-    vlm = root / "vlm"
-    vlm.mkdir(parents=True)
-    (vlm / "config.json").write_text(json.dumps(arch.vlm_config()))
-    write_tokenizer(vlm)
-    fields = {"num_vlm_layers": arch.num_vlm_layers, "chunk_size": arch.chunk_size, "n_action_steps": arch.chunk_size,
-              "num_steps": arch.num_steps, "max_state_dim": arch.max_state_dim, "max_action_dim": arch.max_action_dim,
-              "tokenizer_max_length": tokenizer_max_length, "resize_imgs_with_padding": [64, 64]}
-    spec = {"vlm_dir": str(vlm), "smolvla": fields, "cameras": CAMERAS, "state_dim": len(JOINTS),
-            "action_dim": len(JOINTS), "seed": 3, "task": TASK}
-    (root / "spec.json").write_text(json.dumps(spec))
-    out = subprocess.run([str(smolvla_python()), str(REFERENCE), str(root / "ref"), str(root / "spec.json")],
-                         capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return root / "ref"
+TASK, JOINTS, GRIPPER, CAMERAS = SMOLVLA_TASK, PANDA_JOINTS, PANDA_JOINTS[-1], SMOLVLA_CAMERAS
 
 
 def import_cli(*args: str) -> subprocess.CompletedProcess:

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "lerobot_requirements.txt"
 SMOLVLA_REQUIREMENTS = HERE / "smolvla_requirements.txt"
@@ -73,6 +75,57 @@ def lerobot_checkpoint(root: Path, spec: dict) -> Path:
 
 
 PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+SMOLVLA_CHECKPOINT = HERE / "smolvla_checkpoint.py"
+SMOLVLA_TASK = "pick up the red block"
+SMOLVLA_CAMERAS = {"front": [3, 48, 80], "wrist": [3, 48, 80]}  # wider than tall: resized with padding to 64
+
+
+def write_tokenizer(directory: Path) -> None:
+    """A word-level tokenizer made with the `tokenizers` library (no hub here): a BOS added by its post-processor
+    and the newline as its own token, so a missing prompt suffix or special token changes the ids."""
+    words = "pick up the red block put green cube on stack push left right".split()
+    vocab = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "\n": 3, **{w: i + 4 for i, w in enumerate(words)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
+                                                 pre_tokenizers.Split("\n", "isolated")])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    tok.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<pad>", "unk_token": "<unk>",
+        "bos_token": "<bos>", "model_max_length": 512}))
+
+
+def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
+    """root/vlm (config + tokenizer), root/ref/pretrained_model and root/ref/io.npz from LeRobot's own code."""
+    from omni_vla_policies.vla.smolvla_config import tiny  # torch: the 3.11 suite only
+
+    arch = tiny()
+    vlm = root / "vlm"
+    vlm.mkdir(parents=True)
+    (vlm / "config.json").write_text(json.dumps(arch.vlm_config()))
+    write_tokenizer(vlm)
+    fields = {"num_vlm_layers": arch.num_vlm_layers, "chunk_size": arch.chunk_size, "n_action_steps": arch.chunk_size,
+              "num_steps": arch.num_steps, "max_state_dim": arch.max_state_dim, "max_action_dim": arch.max_action_dim,
+              "tokenizer_max_length": tokenizer_max_length, "resize_imgs_with_padding": [64, 64]}
+    spec = {"vlm_dir": str(vlm), "smolvla": fields, "cameras": SMOLVLA_CAMERAS, "state_dim": len(PANDA_JOINTS),
+            "action_dim": len(PANDA_JOINTS), "seed": 3, "task": SMOLVLA_TASK}
+    (root / "spec.json").write_text(json.dumps(spec))
+    out = subprocess.run([str(smolvla_python()), str(SMOLVLA_CHECKPOINT), str(root / "ref"), str(root / "spec.json")],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return root / "ref"
+
+
+
+
+def imported_smolvla(root: Path, rate_hz: float = 10.0) -> Path:
+    """A SmolVLA checkpoint LeRobot wrote (lerobot_smolvla, test size), imported for the Panda on MNN (root/bundle)."""
+    from omni_vla_policies.lerobot_smolvla import import_smolvla
+
+    ref = lerobot_smolvla(root)
+    import_smolvla(ref / "pretrained_model", root / "bundle", PANDA_JOINTS, rate_hz, gripper=PANDA_JOINTS[-1],
+                   backends=("mnn",))
+    return root / "bundle"
 
 
 def imported_act(root: Path, spec: dict, rate_hz: float = 20.0, table: dict[str, list[float]] | None = None) -> Path:
