@@ -5,34 +5,27 @@ Callbacks run in the executor and feed the Supervisor under a lock held for micr
 dedicated tick thread publishes the limited command (or the controlled stop / hold) at rate_hz on
 absolute deadlines. A ROS timer in the single-threaded executor gave the controller p99 11.6 ms and
 a 39.9 ms worst gap at 100 Hz (measured on the 2-core development machine), because every callback and log line delayed the tick.
-Under use_sim_time the tick is a ROS timer instead, so its period is simulated time.
+Under use_sim_time the tick is a ROS timer instead, so its period is simulated time. Stop signals
+and the process's life: interrupt.ros_main, as every node of the project.
 
-Parameters: one descriptor per SupervisorConfig field (type, description, range); unknown names
-in the parameter overrides refuse start-up; LIVE_PARAMETERS change at run time after pydantic
+Parameters: one descriptor per SupervisorConfig field (type, description, range: ros_params, which
+vla_node and sim_node use too); unknown names in the parameter overrides refuse start-up; LIVE_PARAMETERS change at run time after pydantic
 re-validates the whole config, the rest are read-only (the limiter and the subscriptions are built
 from them once).
 """
 from __future__ import annotations
 
-import difflib
 import json
-import math
-import os
-import signal
 import sys
 import threading
 import time
-from array import array
-from types import FrameType
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from pydantic import ValidationError
-from pydantic.fields import FieldInfo
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterException
-from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -42,7 +35,11 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from omni_vla_safety.config import NODE_NAME, SupervisorConfig, resolve_path
+from omni_vla_safety.errors import explain
+from omni_vla_safety.interrupt import ros_main, spin_until_stopped
 from omni_vla_safety.limits import LimitsError, load_enforced_limits
+from omni_vla_safety.ros_params import coerce, descriptor, plain, unknown_overrides
+from omni_vla_safety.rt import LATENESS_WINDOW, DeadlineTicker, set_realtime_priority
 from omni_vla_safety.supervisor import ACTIVE, ESTOP, Supervisor
 
 _LEVELS = {ACTIVE: DiagnosticStatus.OK, ESTOP: DiagnosticStatus.ERROR}
@@ -52,73 +49,10 @@ LOG_PERIOD_S = 1.0  # per intervention kind: first message logged, the rest coun
 LIVE_PARAMETERS = frozenset({"command_timeout_s", "joint_state_timeout_s", "max_future_stamp_s", "out_of_range",
                              "status_period_s", "diagnostics_period_s"})
 RT_PRIORITY = 60  # SCHED_FIFO for the tick: above vla_node's loop (50), as the last line before the robot
-SPIN_S = 0.0005  # sleep until this close to a deadline, then spin on perf_counter (the kernel's wake-up slack)
-LATENESS_WINDOW = 1000  # ticks kept for the lateness percentile in diagnostics (10 s at 100 Hz)
-_SCALARS = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
-            float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING}
-_ARRAYS = {bool: ParameterType.PARAMETER_BOOL_ARRAY, int: ParameterType.PARAMETER_INTEGER_ARRAY,
-           float: ParameterType.PARAMETER_DOUBLE_ARRAY, str: ParameterType.PARAMETER_STRING_ARRAY}
-_BOUND_TEXT = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
-_OPS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
 
 class UnknownParameters(ValueError):
     """The parameter file or command line names a parameter this node does not have (a typo)."""
-
-
-def parameter_type(annotation: Any) -> int:
-    """The ROS parameter type of a SupervisorConfig annotation (Literal[str, ...] is a string)."""
-    if get_origin(annotation) is list:
-        return _ARRAYS[get_args(annotation)[0]]
-    if get_origin(annotation) is Literal:
-        return _SCALARS[type(get_args(annotation)[0])]
-    return _SCALARS[annotation]
-
-
-def parameter_descriptor(name: str, field: FieldInfo) -> ParameterDescriptor:
-    """Type, description, range (from the Field's gt/ge/lt/le) and read-only flag of one parameter."""
-    ptype = parameter_type(field.annotation)
-    desc = ParameterDescriptor(name=name, type=ptype, description=field.description or name,
-                               read_only=name not in LIVE_PARAMETERS)
-    bounds = {op: getattr(m, op) for m in field.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
-    constraints = [f"{_BOUND_TEXT[op]} {v}" for op, v in bounds.items()]
-    if get_origin(field.annotation) is Literal:
-        constraints.append("one of: " + ", ".join(map(str, get_args(field.annotation))))
-    desc.additional_constraints = "; ".join(constraints)
-    lo = bounds.get("gt", bounds.get("ge", -math.inf))
-    hi = bounds.get("lt", bounds.get("le", math.inf))
-    if bounds and ptype == ParameterType.PARAMETER_DOUBLE:
-        desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
-    elif bounds and ptype == ParameterType.PARAMETER_INTEGER:
-        big = 2**63 - 1
-        desc.integer_range = [IntegerRange(from_value=int(max(lo, -big)), to_value=int(min(hi, big)), step=0)]
-    return desc
-
-
-def explain(exc: ValidationError) -> str:
-    """One line per ValidationError: 'command_timeout_s: must be > 0 (got -1.0)'."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        op = _OPS.get(err["type"])
-        msg = f"must be {op} {next(iter(err['ctx'].values()))}" if op else err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg} (got {err['input']!r})" if loc else msg)
-    return "; ".join(parts)
-
-
-def _plain(value: Any) -> Any:
-    """Parameter values as pydantic takes them (rclpy gives arrays as array.array)."""
-    return list(value) if isinstance(value, (array, tuple)) else value
-
-
-def set_realtime_priority(priority: int) -> str:
-    """SCHED_FIFO for the calling thread when the OS allows; returns what happened (own copy of
-    omni_vla.core.loop's: safety imports nothing from the project). No fork inherits it."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0), os.sched_param(priority))
-    except (AttributeError, OSError) as exc:
-        return f"SCHED_FIFO {priority} unavailable ({exc}); normal priority"
-    return f"SCHED_FIFO {priority}"
 
 
 class CommandOutput:
@@ -196,9 +130,7 @@ class SafetySupervisorNode(Node):
         self.hardware_id = topic.strip("/").rpartition("/")[0] or topic
         self._set_periods(cfg)
         self._ticks = 0
-        self._late = array("d", bytes(8 * LATENESS_WINDOW))
-        self.missed_ticks = 0
-        self.max_lateness = 0.0
+        self.ticker: DeadlineTicker | None = None  # the wall-clock tick's deadlines and lateness
         self.tick_error: BaseException | None = None
         self._last_log: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
@@ -218,39 +150,25 @@ class SafetySupervisorNode(Node):
     # ----- parameters ---------------------------------------------------------------------------
     def _check_overrides(self) -> None:
         """A misspelled key would silently keep its default: refuse every name we do not know."""
-        known = set(SupervisorConfig.model_fields) | set(self._parameters)  # use_sim_time and rclpy's own
-        unknown = sorted(n for n in self._parameter_overrides if n not in known and not n.startswith("qos_overrides."))
-        if unknown:
-            hints = [f"did you mean '{m[0]}'?" for n in unknown if (m := difflib.get_close_matches(n, known, 1))]
-            raise UnknownParameters(f"unknown parameter(s) {', '.join(repr(n) for n in unknown)} "
-                                    + (f"({' '.join(hints)}) " if hints else "")
-                                    + f"(known: {', '.join(SupervisorConfig.model_fields)})")
+        problem = unknown_overrides(self._parameter_overrides, set(SupervisorConfig.model_fields) | set(self._parameters))
+        if problem is not None:
+            raise UnknownParameters(problem)
 
     def _read_parameters(self) -> SupervisorConfig:
         """Declare every SupervisorConfig field with its own descriptor; pydantic validates the values."""
         defaults = SupervisorConfig()
         values = {}
         for name, field in SupervisorConfig.model_fields.items():
-            desc = parameter_descriptor(name, field)
+            desc = descriptor(name, field, read_only=name not in LIVE_PARAMETERS)
             value = getattr(defaults, name)
             if name in self._parameter_overrides:
-                value = self._coerce(desc.type, self._parameter_overrides[name].value)
-            values[name] = _plain(self.declare_parameter(name, value, desc, ignore_override=True).value)
+                value = coerce(desc.type, self._parameter_overrides[name].value)
+            values[name] = plain(self.declare_parameter(name, value, desc, ignore_override=True).value)
         return SupervisorConfig(**values)
-
-    @staticmethod
-    def _coerce(ptype: int, value: Any) -> Any:
-        """YAML `rate_hz: 100` is an integer: accept it for a double parameter, as the config file reads."""
-        if ptype == ParameterType.PARAMETER_DOUBLE and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        if ptype == ParameterType.PARAMETER_DOUBLE_ARRAY and isinstance(value, (list, array)) and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return [float(v) for v in value]
-        return value
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """rclpy has checked read-only, type and range; pydantic checks the rest, then it applies live."""
-        changes = {p.name: _plain(p.value) for p in params if p.name in SupervisorConfig.model_fields}
+        changes = {p.name: plain(p.value) for p in params if p.name in SupervisorConfig.model_fields}
         if not changes:
             return SetParametersResult(successful=True)
         try:
@@ -302,27 +220,12 @@ class SafetySupervisorNode(Node):
 
     # ----- the tick ------------------------------------------------------------------------------
     def _run_ticks(self) -> None:
-        """Absolute deadlines (next += period, no drift); a late wake-up skips to the newest due tick
-        and counts the skipped ones: one command per period, never a catch-up burst."""
+        """The tick on absolute deadlines (DeadlineTicker): one command per period, never a catch-up burst."""
         self.scheduling = set_realtime_priority(RT_PRIORITY)
-        period = self.config.dt
-        deadline = time.perf_counter()
+        self.ticker = ticker = DeadlineTicker(self.config.dt)
         try:
             while not self._stop.is_set():
-                deadline += period
-                rest = deadline - time.perf_counter() - SPIN_S
-                if rest > 0:
-                    time.sleep(rest)
-                while time.perf_counter() < deadline:
-                    pass
-                late = time.perf_counter() - deadline
-                if late >= period:
-                    skipped = int(late // period)
-                    self.missed_ticks += skipped
-                    deadline += skipped * period
-                    late -= skipped * period
-                self._late[self._ticks % LATENESS_WINDOW] = late
-                self.max_lateness = max(self.max_lateness, late)
+                ticker.wait()
                 self._tick()
         except Exception as exc:  # noqa: BLE001 - a dead tick must end the process, not go quiet
             if self._stop.is_set() or not self.context.ok():
@@ -360,24 +263,19 @@ class SafetySupervisorNode(Node):
             else:
                 self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
 
-    def recent_lateness(self) -> tuple[float, float]:
-        """p99 and max of the last LATENESS_WINDOW tick wake-ups (s): the steady state, not start-up."""
-        n = min(self._ticks, LATENESS_WINDOW)
-        recent = sorted(self._late[:n])
-        return (recent[int(0.99 * (n - 1))], recent[-1]) if n else (0.0, 0.0)
-
     def _diagnostics(self, status: dict[str, Any]) -> DiagnosticArray:
         diag = DiagnosticStatus(name=NODE_NAME, hardware_id=self.hardware_id,
                                 level=_LEVELS.get(status["state"], DiagnosticStatus.WARN),
                                 message=f"{status['state']}: {status['reason']}")
-        p99, worst = self.recent_lateness()
+        ticker = self.ticker
+        p99, worst = ticker.recent_lateness() if ticker is not None else (0.0, 0.0)
         values = {"state": status["state"], "last_reason": status["reason"],
                   "last_intervention": status["last_intervention"], "stopped": status["stopped"],
                   "estop_latched": status["estop_latched"], "ticks": self._ticks, "rate_hz": self.config.rate_hz,
                   "tick_lateness_p99_ms": round(1e3 * p99, 4), "tick_lateness_max_ms": round(1e3 * worst, 4),
                   "tick_lateness_window_ticks": min(self._ticks, LATENESS_WINDOW),
-                  "tick_lateness_max_since_start_ms": round(1e3 * self.max_lateness, 4),
-                  "missed_ticks": self.missed_ticks,
+                  "tick_lateness_max_since_start_ms": round(1e3 * (ticker.max_lateness if ticker else 0.0), 4),
+                  "missed_ticks": ticker.missed if ticker is not None else 0,
                   "scheduling": self.scheduling, "command_timeout_s": self.config.command_timeout_s,
                   "joint_state_timeout_s": self.config.joint_state_timeout_s}
         values.update({f"interventions/{k}": v for k, v in sorted(status["counts"].items())})
@@ -398,88 +296,32 @@ class SafetySupervisorNode(Node):
         super().destroy_node()
 
 
-class _Sigint:
-    """Ctrl-C or SIGTERM (launch's escalation, systemd) seen. Before rclpy is initialised it raises
-    KeyboardInterrupt (start-up stops at once); after, it does not: rclpy's own handler shuts the context down and
-    spin ends with ExternalShutdownException (a KeyboardInterrupt raised inside rclpy's executor left half-built
-    Tasks behind). An RCLError after that shutdown is a clean stop too. (Own copy: safety imports nothing from the
-    project.)"""
-
-    seen = False
-    armed = True
-    ros_started = False
-
-    @classmethod
-    def handler(cls, signum: int, frame: FrameType | None) -> None:
-        first = not cls.seen
-        cls.seen = True
-        if first and cls.armed and not cls.ros_started:
-            raise KeyboardInterrupt
-
-
-    @classmethod
-    def spin(cls, node: Node, poll_s: float = 0.1, executor: Executor | None = None) -> None:
-        """`rclpy.spin(node)` that a stop signal ends within `poll_s` even when rclpy's own handling misses it
-        (vla_node's executor was seen still waiting 8 s after a SIGINT, about 1 in 10 on a loaded machine)."""
-        executor = executor if executor is not None else rclpy.get_global_executor()
-        executor.add_node(node)
-        try:
-            while executor.context.ok() and not cls.seen:
-                executor.spin_once(timeout_sec=poll_s)
-        finally:
-            executor.remove_node(node)
-
-    @classmethod
-    def quiet_half_built_executors(cls) -> None:
-        """After a stop signal, drop rclpy's false `Executor.__del__` traceback: it reads `_sigint_gc`, which its
-        `__init__` never set when the signal had already shut the context down (a SIGTERM while the node starts,
-        before `rclpy.spin` builds its executor). Anything else, and anything before a stop signal, is shown."""
-        default = sys.unraisablehook
-
-        def hook(args: "sys.UnraisableHookArgs") -> None:
-            if cls.seen and isinstance(args.exc_value, AttributeError) and "_sigint_gc" in str(args.exc_value):
-                return
-            default(args)
-
-        sys.unraisablehook = hook
-
-
 def main(args: list[str] | None = None) -> int:
     """Entry point `safety_supervisor`: exits 1 with a one-line reason on bad parameters or limits."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _Sigint.handler)
-    _Sigint.quiet_half_built_executors()
-    # Real-time for the executor and the DDS threads too (they inherit it from here): a normal-priority
-    # thread preempted while holding the GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine.
-    executor_scheduling = set_realtime_priority(RT_PRIORITY - 1)
+    scheduling: list[str] = []
+
+    def before_init() -> None:
+        # Real-time for the executor and the DDS threads too (they inherit it from here): a normal-priority
+        # thread preempted while holding the GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine.
+        scheduling.append(set_realtime_priority(RT_PRIORITY - 1))
+
     # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.
     sys.setswitchinterval(0.001)
-    node = None
-    code = 0
+    cleanup: list[Any] = []
+    node: SafetySupervisorNode | None = None
     try:
-        rclpy.init(args=args)
-        _Sigint.ros_started = True
-        node = SafetySupervisorNode()
-        node.get_logger().info(f"executor and DDS threads: {executor_scheduling}")
-        _Sigint.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        with ros_main(args, cleanup, before_init=before_init) as stop:
+            node = SafetySupervisorNode()
+            cleanup.append(node.destroy_node)
+            node.get_logger().info(f"executor and DDS threads: {scheduling[0]}")
+            spin_until_stopped(node, stop)
     except ValidationError as exc:
         print(f"{NODE_NAME}: refusing to start: {explain(exc)}", file=sys.stderr)
-        code = 1
+        return 1
     except (LimitsError, UnknownParameters, ParameterException, FileNotFoundError) as exc:
         print(f"{NODE_NAME}: refusing to start: {exc}", file=sys.stderr)
-        code = 1
-    except RuntimeError:
-        if not (_Sigint.seen or not rclpy.ok()):  # rclpy's signal thread shuts the context down first
-            raise
-    finally:
-        _Sigint.armed = False
-        if node is not None:
-            code = 1 if node.tick_error is not None else code
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+        return 1
+    return 1 if node is not None and node.tick_error is not None else 0
 
 
 if __name__ == "__main__":

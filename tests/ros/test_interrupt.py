@@ -1,4 +1,6 @@
-"""Ctrl-C or SIGTERM during rclpy is a clean shutdown for every node; any other RuntimeError still fails."""
+"""Ctrl-C or SIGTERM during rclpy is a clean shutdown for every node; any other RuntimeError still fails.
+
+Every node process stops through omni_vla_safety.interrupt (omni_vla.ros.interrupt re-exports it)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +12,7 @@ import time
 import pytest
 from rosutil import REPO, free_domain_id, node_process, ros_context, spin_until
 
-from omni_vla.ros.interrupt import SigintFlag
+from omni_vla_safety.interrupt import SigintFlag
 
 # Installs the node's handler, then rclpy.init (which chains its own handler in front of it), marks rclpy as
 # started as the node does, then the stop signal; or the signal before rclpy.init (start-up must stop at once).
@@ -35,11 +37,8 @@ rclpy.try_shutdown()
 """
 
 NODES = {
-    "vla_node/sim_node": ("from omni_vla.ros.interrupt import SigintFlag\nflag = SigintFlag().install()",
-                          "flag.ros_started", "flag.seen"),
-    "safety_supervisor": ("from omni_vla_safety.node import _Sigint\n"
-                          "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, _Sigint.handler)",
-                          "_Sigint.ros_started", "_Sigint.seen"),
+    "every node": ("from omni_vla_safety.interrupt import SigintFlag\nflag = SigintFlag().install()",
+                   "flag.ros_started", "flag.seen"),
 }
 
 
@@ -130,15 +129,10 @@ def test_only_the_first_stop_signal_before_rclpy_raises_and_none_once_disarmed_o
 HALF_BUILT = """
 import gc, sys, rclpy
 from rclpy.executors import SingleThreadedExecutor
-if sys.argv[2] == "omni_vla":
-    from omni_vla.ros.interrupt import SigintFlag, quiet_half_built_executors
-    flag = SigintFlag()
-    flag.seen = sys.argv[1] == "seen"
-    quiet_half_built_executors(flag)
-else:  # the supervisor's own copy (safety imports nothing from the project)
-    from omni_vla_safety.node import _Sigint
-    _Sigint.seen = sys.argv[1] == "seen"
-    _Sigint.quiet_half_built_executors()
+from omni_vla_safety.interrupt import SigintFlag, quiet_half_built_executors
+flag = SigintFlag()
+flag.seen = sys.argv[1] == "seen"
+quiet_half_built_executors(flag)
 rclpy.init()
 rclpy.shutdown()  # what rclpy's signal handling does on SIGTERM
 try:
@@ -154,14 +148,13 @@ gc.collect()
 """
 
 
-@pytest.mark.parametrize("which", ["omni_vla", "safety"])
 @pytest.mark.parametrize("seen", ["seen", "not seen"])
 def test_an_executor_cut_short_by_a_stop_signal_leaves_no_traceback_and_other_finaliser_errors_still_show(
-        seen: str, which: str) -> None:
+        seen: str) -> None:
     """rclpy's Executor.__del__ reads an attribute its __init__ never set when the context was already shut down
     (CI saw it on sim_node and on safety_supervisor: SIGTERM while the node started). After a stop signal that one message is dropped; before
     one it is shown, and an unrelated finaliser error is always shown."""
-    out = subprocess.run([sys.executable, "-c", HALF_BUILT, seen, which], capture_output=True, text=True, timeout=60,
+    out = subprocess.run([sys.executable, "-c", HALF_BUILT, seen], capture_output=True, text=True, timeout=60,
                          cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     assert ("_sigint_gc" in out.stderr) == (seen == "not seen"), out.stderr[-2000:]
@@ -175,7 +168,7 @@ def test_a_stop_signal_rclpy_missed_still_ends_the_spin_within_its_poll() -> Non
     import rclpy
     from rclpy.context import Context
 
-    from omni_vla.ros.interrupt import spin_until_stopped
+    from omni_vla_safety.interrupt import spin_until_stopped
 
     ctx = Context()
     rclpy.init(context=ctx, domain_id=free_domain_id())
@@ -190,31 +183,5 @@ def test_a_stop_signal_rclpy_missed_still_ends_the_spin_within_its_poll() -> Non
         assert ctx.ok(), "the context was never shut down: only the flag ended the spin"
         assert 0.3 <= took < 1.0, took
     finally:
-        node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
-
-
-def test_the_supervisor_spin_ends_on_a_stop_signal_rclpy_missed_within_its_poll() -> None:
-    """safety/ keeps its own copy of the stop handling (it imports nothing from the project): the same check."""
-    import threading
-
-    import rclpy
-    from rclpy.context import Context
-
-    from omni_vla_safety.node import _Sigint
-
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=free_domain_id())
-    node = rclpy.create_node("supervisor_spin_probe", context=ctx)
-    executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    try:
-        threading.Timer(0.3, lambda: setattr(_Sigint, "seen", True)).start()
-        t0 = time.monotonic()
-        _Sigint.spin(node, poll_s=0.05, executor=executor)
-        took = time.monotonic() - t0
-        assert ctx.ok(), "the context was never shut down: only the flag ended the spin"
-        assert 0.3 <= took < 1.0, took
-    finally:
-        _Sigint.seen = False
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)

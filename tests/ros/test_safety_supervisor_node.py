@@ -347,6 +347,7 @@ def test_unknown_parameter_in_the_params_file_refuses_start_naming_it(tmp_path: 
           ros__parameters:
             joint_limits_file: {REPO / 'config' / 'joint_limits.yaml'}
             comand_timeout_s: 0.3
+            zzz: 1
     """))
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
     proc = subprocess.run([sys.executable, "-m", "omni_vla_safety.node", "--ros-args", "--params-file", str(params)],
@@ -355,4 +356,5 @@ def test_unknown_parameter_in_the_params_file_refuses_start_naming_it(tmp_path: 
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0].startswith("safety_supervisor: refusing to start: unknown parameter(s) 'comand_timeout_s'")
-    assert "did you mean 'command_timeout_s'" in lines[0] and "known: joint_names" in lines[0]
+    assert "did you mean 'command_timeout_s'" in lines[0] and "'zzz';" in lines[0]  # no near name: the list follows
+    assert "known parameters: " in lines[0] and "joint_names" in lines[0].split("known parameters: ")[1]
