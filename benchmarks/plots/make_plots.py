@@ -91,7 +91,7 @@ def plot_runs_overall(d: dict, out: Path) -> None:
 def plot_loop_settings(d: dict, out: Path) -> None:
     groups = {k: (v["runs"] if isinstance(v, dict) else v) for k, v in d["groups"].items()}
     heights = [0.22 * len(v) + 0.8 for v in groups.values()]
-    fig, axes = plt.subplots(len(groups), 1, figsize=(10, sum(heights) + 1),
+    fig, axes = plt.subplots(len(groups), 1, figsize=(13, sum(heights) + 1),
                              gridspec_kw={"height_ratios": heights})
     for ax, (name, runs) in zip(axes, groups.items()):
         labelled = [{**r, "name": r.get("name", "") + _params(r)} for r in runs]
