@@ -16,13 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from omni_vla.core.settings import node_settings
 from omni_vla.ros.graph import config_dir
 from omni_vla.runtime.chunk_loop import read_any_manifest
 from omni_vla.runtime.bundle import BundleManifest
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import UsageError, existing_bundle, positive_int
-from omni_vla_sim.report import EpisodeResult, summarise, write_report
+from omni_vla_sim.report import LOOP_FIGURES, EpisodeResult, smoothness, summarise, write_report
 from omni_vla_sim.showcase import main as showcase
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS
 
@@ -73,8 +75,14 @@ class DemoProbe:
         self.node.create_subscription(JointState, "/joint_states",
                                       lambda m: setattr(self, "measured", (list(m.name), list(m.position))),
                                       qos_profile_sensor_data)
-        self.node.create_subscription(Float64MultiArray, "/forward_position_controller/commands",
-                                      lambda m: setattr(self, "safe", list(m.data)), 10)
+        # The supervisor's commands as the robot gets them, with arrival times, while an episode records them.
+        self.commanded: list[tuple[float, list[float]]] | None = None
+        self.node.create_subscription(Float64MultiArray, "/forward_position_controller/commands", self._on_command, 100)
+
+    def _on_command(self, msg: Any) -> None:
+        self.safe = list(msg.data)
+        if self.commanded is not None:
+            self.commanded.append((time.monotonic(), self.safe))
 
     def command_to_measured(self, timeout: float, tol: float = 1e-3) -> bool:
         """Bring the supervisor's command to the measured pose by proposing it (the frozen sim does not move):
@@ -163,9 +171,11 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
     before = {k: dict(probe.safety.get(k, {})) for k in ("counts", "shaping", "clamps")}
     probe.instruction.publish(probe.String(data=probe.status["instruction"]))
     probe.episode.publish(probe.String(data=json.dumps({"start": True})))
+    probe.commanded = []
     probe.transition(Transition.TRANSITION_ACTIVATE)
     t0 = time.monotonic()
     probe.spin_until(lambda: probe.status.get("done") and probe.status.get("seed") == seed, timeout)
+    commanded, probe.commanded = probe.commanded, None
     delta = {k: {kind: n - before[k].get(kind, 0) for kind, n in probe.safety.get(k, {}).items()}
              for k in before}
     operator = {"estop", "estop_reset", "ignored_estop"}  # the demo's own e-stop cycle between episodes
@@ -175,7 +185,28 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
             "interventions": sum(n for kind, n in delta["counts"].items() if kind not in operator),
             "shaping": sum(delta["shaping"].values()), "clamps": sum(delta["clamps"].values()),
             "clamps_by_kind": {kind: n for kind, n in delta["clamps"].items() if n},
-            "vla": dict(_vla_diag(probe))}
+            "vla": dict(_vla_diag(probe)), **command_smoothness(commanded)}
+
+
+def command_smoothness(commanded: list[tuple[float, list[float]]]) -> dict[str, float]:
+    """Jerk of the supervisor's commands over the episode, at their mean arrival period (DDS delivers in bursts, so
+    single gaps say little); nothing when too few arrived to take a third difference."""
+    if len(commanded) < 4:
+        return {}
+    dt = (commanded[-1][0] - commanded[0][0]) / (len(commanded) - 1)
+    out = smoothness(np.asarray([c for _, c in commanded]), dt, [])
+    return {"jerk_mean": out["jerk_mean"], "jerk_p99": out["jerk_p99"]}
+
+
+def loop_figures(diag: dict[str, str]) -> dict[str, float]:
+    """vla_node's loop figures from its diagnostics strings; a key it did not publish is left out."""
+    out = {}
+    for key in LOOP_FIGURES:
+        try:
+            out[key] = float(diag[key])
+        except (KeyError, ValueError):
+            continue
+    return out
 
 
 def check_chunk_length(bundle: Path) -> None:
@@ -235,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
 def _report(args: argparse.Namespace, episodes: list[dict[str, Any]], codes: dict, wall: float) -> int:
     results = [EpisodeResult(task=e["task"], seed=e["seed"], instruction=e["instruction"] or "", held_out=False,
                              success=e["success"], steps=e["steps"], interventions=e["interventions"],
-                             shaping=e["shaping"], clamps=e["clamps"], clamps_by_kind=e["clamps_by_kind"])
+                             shaping=e["shaping"], clamps=e["clamps"], clamps_by_kind=e["clamps_by_kind"],
+                             jerk_mean=e.get("jerk_mean"), jerk_p99=e.get("jerk_p99"), loop=loop_figures(e["vla"]))
                for e in episodes]
     loop = {k: v for k, v in (episodes[-1]["vla"] if episodes else {}).items()}
     report = summarise(results, {"backend": args.backend, "bundle": str(args.bundle)},

@@ -43,7 +43,7 @@ from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, Episode, write_episode
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 from omni_vla_sim.remote import check_server
 from omni_vla_sim.report import EpisodeResult, smoothness, summarise, write_report
-from omni_vla_sim.showcase import overlay, write_video
+from omni_vla_sim.showcase import overlay, write_frames, write_video
 from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -206,6 +206,7 @@ def run_episode(spec: EpisodeSpec) -> EpisodeResult:
         _record(spec, env, recorded, actions, bool(ok))
     if spec.video:
         result.video = str(write_video(Path(spec.video), frames, env.config.control_hz))
+        result.frames = str(write_frames(Path(spec.video).with_suffix(".png"), frames))
     return result
 
 

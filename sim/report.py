@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -46,12 +46,16 @@ class EpisodeResult:
     clamps_by_kind: dict[str, int] = field(default_factory=dict)
     holds: int = 0
     cloud_plans: int = 0
-    jerk_mean: float = 0.0
-    jerk_p99: float = 0.0
-    boundary_jump_mean: float = 0.0
+    # None: not measured by this runner (the ROS demo knows no chunk boundaries), left out of the report.
+    jerk_mean: float | None = None
+    jerk_p99: float | None = None
+    boundary_jump_mean: float | None = None
     latency_ms: list[float] = field(default_factory=list)
+    # vla_node's own loop figures at the episode's end (the ROS demo): LOOP_FIGURES keys.
+    loop: dict[str, float] = field(default_factory=dict)
     actions: list[list[float]] | None = None
     video: str | None = None
+    frames: str | None = None
 
     def key(self) -> tuple[str, int, str]:
         return (self.task, self.seed, self.instruction)
@@ -73,8 +77,29 @@ def smoothness(actions: np.ndarray, dt: float, boundaries: Iterable[int]) -> dic
     return out
 
 
+# vla_node's diagnostics keys a report carries per episode; a group reports the median of the p50s and the worst of
+# the rest (a tail figure averaged over episodes would hide the one episode that stalled).
+LOOP_FIGURES = ("inference_latency_p50_ms", "inference_latency_p95_ms", "tick_lateness_p99_ms", "missed_ticks",
+                "starved_ticks", "splice_jump_p95")
+
+
+def _measured_mean(values: list[float | None]) -> float | None:
+    measured = [v for v in values if v is not None]
+    return float(np.mean(measured)) if measured else None
+
+
+def _loop(results: list[EpisodeResult]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key in LOOP_FIGURES:
+        values = [r.loop[key] for r in results if key in r.loop]
+        if values:
+            out[key] = float(np.median(values)) if key.endswith("_p50_ms") else float(max(values))
+    return out
+
+
 def _group(results: list[EpisodeResult]) -> dict[str, Any]:
-    """An empty group (e.g. trained instructions in a --held-out run) reports NaN rates and means, not 0."""
+    """An empty group (e.g. trained instructions in a --held-out run) reports NaN rates and means, not 0; a figure
+    no episode measured is None."""
     n = len(results)
     k = sum(r.success for r in results)
     lo, hi = wilson(k, n)
@@ -95,10 +120,11 @@ def _group(results: list[EpisodeResult]) -> dict[str, Any]:
             kind: sum(r.interventions_by_kind.get(kind, 0) for r in results) / n
             for kind in sorted({k for r in results for k in r.interventions_by_kind})
         } if n else {},
-        "jerk_mean": float(np.mean([r.jerk_mean for r in results])) if n else math.nan,
-        "jerk_p99": float(np.mean([r.jerk_p99 for r in results])) if n else math.nan,
-        "boundary_jump_mean": float(np.mean([r.boundary_jump_mean for r in results])) if n else math.nan,
+        "jerk_mean": _measured_mean([r.jerk_mean for r in results]) if n else math.nan,
+        "jerk_p99": _measured_mean([r.jerk_p99 for r in results]) if n else math.nan,
+        "boundary_jump_mean": _measured_mean([r.boundary_jump_mean for r in results]) if n else math.nan,
         "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))} if lat else None,
+        "loop": _loop(results),
     }
 
 
@@ -123,11 +149,11 @@ def summarise(results: list[EpisodeResult], versions: dict[str, Any], settings: 
 
 def comparable(report: dict[str, Any]) -> dict[str, Any]:
     """The part of a report that must not depend on workers, machines or wall time."""
-    strip = {"wall_time_s", "versions", "settings"}
+    strip = {"wall_time_s", "versions", "settings", "latency_ms", "loop"}
 
     def clean(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if k not in strip and k != "latency_ms"}
+            return {k: clean(v) for k, v in value.items() if k not in strip}
         return value
 
     return clean(report)
@@ -150,6 +176,56 @@ def write_atomic(path: Path, text: str) -> Path:
     return path
 
 
+def _fmt(value: Any, spec: str) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def _latency(g: dict[str, Any]) -> str | None:
+    lat = g["latency_ms"]
+    return f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else None
+
+
+def _loop_pair(g: dict[str, Any], a: str, b: str) -> str | None:
+    loop = g["loop"]
+    return f"{loop[a]:.1f} / {loop[b]:.1f}" if a in loop and b in loop else None
+
+
+# Report table columns: header and the cell of a group; a column no group measured is left out.
+COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], str | None]], ...] = (
+    ("k/n", lambda g: f"{g['successes']}/{g['episodes']}"),
+    ("success", lambda g: None if math.isnan(g["rate"]) else f"{100 * g['rate']:.1f}%"),
+    ("95% CI", lambda g: None if math.isnan(g["ci95"][0]) else f"[{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}]"),
+    ("mean length", lambda g: _fmt(g["mean_episode_length"], ".1f")),
+    ("interventions/ep", lambda g: _fmt(g["interventions_per_episode"], ".2f")),
+    ("shaping/ep", lambda g: _fmt(g["shaping_per_episode"], ".2f")),
+    ("clamps/ep", lambda g: _fmt(g["clamps_per_episode"], ".2f")),
+    ("jerk mean", lambda g: _fmt(g["jerk_mean"], ".1f")),
+    ("jerk p99", lambda g: _fmt(g["jerk_p99"], ".1f")),
+    ("boundary jump", lambda g: _fmt(g["boundary_jump_mean"], ".4f")),
+    ("latency p50/p99 ms", _latency),
+    ("inference p50/p95 ms (vla_node)", lambda g: _loop_pair(g, "inference_latency_p50_ms",
+                                                              "inference_latency_p95_ms")),
+    ("tick lateness p99 ms (vla_node)", lambda g: _fmt(g["loop"].get("tick_lateness_p99_ms"), ".3f")),
+    ("missed ticks (vla_node)", lambda g: _fmt(g["loop"].get("missed_ticks"), ".0f")),
+    ("starved ticks (vla_node)", lambda g: _fmt(g["loop"].get("starved_ticks"), ".0f")),
+)
+
+
+def _flat(settings: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            rows += _flat(value, f"{prefix}{key}.")
+        else:
+            rows.append((f"{prefix}{key}", value if isinstance(value, str) else json.dumps(value, default=str)))
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *["| " + " | ".join(row) + " |" for row in rows]]
+
+
 def write_report(out_dir: Path, report: dict[str, Any], results: list[EpisodeResult],
                  title: str = "omni_vla evaluation") -> dict[str, Path]:
     """report.json, episodes.json, report.md and PNG plots, each written atomically."""
@@ -160,21 +236,14 @@ def write_report(out_dir: Path, report: dict[str, Any], results: list[EpisodeRes
                                  json.dumps([asdict(r) for r in results], default=str)),
     }
     plots = _plots(out_dir, report, results)
-    lines = [f"# {title}", "", f"Wall time: {report['wall_time_s']} s. Settings: `{json.dumps(report['settings'])}`", "",
-             "| task | k/n | success | 95% CI | mean length | interventions/ep | shaping/ep | clamps/ep | jerk mean | "
-             "jerk p99 | boundary jump | latency p50/p99 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, g in [*report["tasks"].items(), ("**overall**", report["overall"])]:
-        lat = g["latency_ms"]
-        lat_s = f"{lat['p50']:.2f} / {lat['p99']:.2f}" if lat else "-"
-        lines.append(
-            f"| {name} | {g['successes']}/{g['episodes']} | {100 * g['rate']:.1f}% | "
-            f"[{100 * g['ci95'][0]:.1f}, {100 * g['ci95'][1]:.1f}] | {g['mean_episode_length']:.1f} | "
-            f"{g['interventions_per_episode']:.2f} | {g['shaping_per_episode']:.2f} | {g['clamps_per_episode']:.2f} | "
-            f"{g['jerk_mean']:.1f} | {g['jerk_p99']:.1f} | "
-            f"{g['boundary_jump_mean']:.4f} | {lat_s} |")
-    lines += ["", "Versions: `" + json.dumps(report["versions"]) + "`", ""]
+    groups = [*report["tasks"].items(), ("**overall**", report["overall"])]
+    cells = {head: [cell(g) for _, g in groups] for head, cell in COLUMNS}
+    shown = [head for head in cells if any(c is not None for c in cells[head])]
+    rows = [[name, *[cells[head][i] or "-" for head in shown]] for i, (name, _) in enumerate(groups)]
+    lines = [f"# {title}", "", f"Wall time: {report['wall_time_s']} s.", "", *_table(["task", *shown], rows), ""]
     lines += [f"![{name}]({p.name})" for name, p in plots.items()]
+    lines += ["", "## Settings", "", *_table(["setting", "value"], [[k, f"`{v}`"] for k, v in _flat(report["settings"])])]
+    lines += ["", "## Versions", "", *_table(["component", "version"], [[k, f"`{v}`"] for k, v in _flat(report["versions"])])]
     videos = [r.video for r in results if r.video]
     if videos:
         lines += ["", "## Videos", *[f"- [{Path(v).name}]({Path(v).name})" for v in videos]]
@@ -200,6 +269,25 @@ def _plots(out_dir: Path, report: dict[str, Any], results: list[EpisodeResult]) 
     ax.set_ylim(0, 105)
     ax.tick_params(axis="x", labelsize=7)
     plots["success"] = _save(fig, out_dir / "success.png")
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for k, (key, label) in enumerate([("shaping_per_episode", "shaping"), ("clamps_per_episode", "clamps"),
+                                      ("interventions_per_episode", "all interventions")]):
+        ax.bar(x + (k - 1) * 0.27, [report["tasks"][t][key] for t in names], 0.27, label=label)
+    ax.set_xticks(x, names, fontsize=7)
+    ax.set_ylabel("per episode (supervisor)")
+    ax.legend(fontsize=7)
+    plots["interventions"] = _save(fig, out_dir / "interventions.png")
+    looped = [r for r in results if r.loop]
+    if looped:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        for key in ("inference_latency_p95_ms", "tick_lateness_p99_ms"):
+            ax.plot([r.loop.get(key, math.nan) for r in looped], "o-", label=key.replace("_", " "))
+        ax.set_xlabel("episode")
+        ax.set_ylabel("ms (vla_node)")
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.legend(fontsize=7)
+        plots["loop"] = _save(fig, out_dir / "loop.png")
     lat = [v for r in results for v in r.latency_ms]
     if lat:
         fig, ax = plt.subplots(figsize=(6, 3))
@@ -216,6 +304,7 @@ def _plots(out_dir: Path, report: dict[str, Any], results: list[EpisodeResult]) 
         ax.set_ylabel("joint target (rad)")
         ax.legend(fontsize=6, ncol=7)
         plots["actions"] = _save(fig, out_dir / "actions.png")
+    plots.update({f"frames {Path(r.frames).stem}": Path(r.frames) for r in results if r.frames})
     return plots
 
 

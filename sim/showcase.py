@@ -33,6 +33,18 @@ def write_video(path: Path, frames: list[np.ndarray], fps: float) -> Path:
     return path
 
 
+def write_frames(path: Path, frames: list[np.ndarray], rows: int = 2, cols: int = 2) -> Path:
+    """A PNG of rows x cols frames spread evenly over the episode (start to end), for reports that show no video;
+    written to a temporary name then renamed."""
+    picks = [frames[round(i * (len(frames) - 1) / (rows * cols - 1))] for i in range(rows * cols)]
+    grid = np.vstack([np.hstack(picks[r * cols:(r + 1) * cols]) for r in range(rows)])
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    if not cv2.imwrite(str(tmp), cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
+        raise OSError(f"could not write {tmp}")
+    os.replace(tmp, path)
+    return path
+
+
 def overlay(front: np.ndarray, wrist: np.ndarray, lines: list[str], scale: int = 3) -> np.ndarray:
     """Side-by-side cameras, upscaled, with text lines (task, tick, ...) burnt in."""
     frame = np.ascontiguousarray(np.hstack([front, wrist]))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from report_reader import open_report, picture_shows_something
+
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "bundles" / "reference"
 
@@ -29,6 +31,16 @@ def test_demo_runs_the_graph_with_the_shipped_bundle_and_reports(tmp_path: Path)
     loop = report["settings"]["vla_diagnostics"]
     assert loop["backend"] == "mnn" and int(loop["commands"]) > 0
     assert report["settings"]["exit_codes"] == {"sim_node": 0, "safety_supervisor": 0, "vla_node": 0}
+    opened = open_report(tmp_path / "report.md")
+    row = opened.rows["touch_yellow"]
+    for column in ("jerk mean", "jerk p99", "inference p50/p95 ms (vla_node)", "tick lateness p99 ms (vla_node)",
+                   "missed ticks (vla_node)"):
+        assert row.get(column, "-") not in ("", "-", "nan"), f"{column} measured but not shown: {row}"
+    assert "boundary jump" not in row, "the demo sees no chunk boundaries: the column is left out, not 0"
+    assert float(row["jerk mean"]) > 0
+    assert {"success", "interventions", "loop"} <= set(opened.pictures)
+    assert all(picture_shows_something(p) for p in opened.pictures.values())
+    assert opened.settings["vla_diagnostics.backend"] == "mnn"
 
 
 ACT = {"seed": 4, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,

@@ -179,7 +179,7 @@ def test_per_episode_means_interventions_by_kind_and_latency_percentiles() -> No
                 jerk_mean=20.0, jerk_p99=60.0, boundary_jump_mean=0.0, latency_ms=[3.0, 4.0]),
         ep(seed=3, success=False, interventions=5, interventions_by_kind={"clamp": 4, "velocity": 1},
            cloud_plans=2, jerk_mean=0.0, jerk_p99=5.0, boundary_jump_mean=0.25, latency_ms=[10.0]),
-        ep(seed=4, interventions=0, latency_ms=[]),
+        ep(seed=4, interventions=0, latency_ms=[], jerk_mean=0.0, jerk_p99=0.0, boundary_jump_mean=0.0),
     ]
     g = summarise(results, {}, {}, 0.0)["overall"]
     assert (g["successes"], g["episodes"]) == (2, 4)
@@ -191,6 +191,28 @@ def test_per_episode_means_interventions_by_kind_and_latency_percentiles() -> No
     # Pooled latencies 1, 2, 3, 4, 10: the median is 3; p99 interpolates at rank 0.99 * 4 = 3.96.
     assert g["latency_ms"]["p50"] == 3.0
     assert g["latency_ms"]["p99"] == pytest.approx(4.0 + 0.96 * 6.0, abs=1e-12)
+
+
+def test_a_figure_an_episode_did_not_measure_is_left_out_of_the_mean_not_counted_as_zero() -> None:
+    results = [ep(seed=1, jerk_mean=10.0, jerk_p99=30.0), ep(seed=2, jerk_mean=20.0, jerk_p99=50.0), ep(seed=3)]
+    g = summarise(results, {}, {}, 0.0)["overall"]
+    assert (g["jerk_mean"], g["jerk_p99"]) == (15.0, 40.0)
+    assert g["boundary_jump_mean"] is None, "no episode measured it"
+    assert summarise([], {}, {}, 0.0)["overall"]["jerk_mean"] != summarise([], {}, {}, 0.0)["overall"]["jerk_mean"]
+
+
+def test_loop_figures_take_the_median_p50_and_the_worst_tail_over_episodes() -> None:
+    results = [ep(seed=1, loop={"inference_latency_p50_ms": 4.0, "inference_latency_p95_ms": 9.0,
+                                "tick_lateness_p99_ms": 0.2, "missed_ticks": 0.0}),
+               ep(seed=2, loop={"inference_latency_p50_ms": 6.0, "inference_latency_p95_ms": 7.0,
+                                "tick_lateness_p99_ms": 1.5, "missed_ticks": 3.0}),
+               ep(seed=3, loop={"inference_latency_p50_ms": 50.0, "inference_latency_p95_ms": 8.0}),
+               ep(seed=4)]
+    loop = summarise(results, {}, {}, 0.0)["overall"]["loop"]
+    assert loop == {"inference_latency_p50_ms": 6.0, "inference_latency_p95_ms": 9.0, "tick_lateness_p99_ms": 1.5,
+                    "missed_ticks": 3.0}
+    assert summarise([ep()], {}, {}, 0.0)["overall"]["loop"] == {}
+    assert "loop" not in comparable(summarise(results, {}, {}, 0.0))["overall"], "timing is not comparable"
 
 
 def test_no_latency_samples_means_no_latency_figures() -> None:
@@ -210,7 +232,7 @@ def test_comparable_drops_wall_time_versions_settings_and_latency_at_every_level
     c = comparable(r)
     assert set(c) == {"tasks", "overall"}
     assert "latency_ms" not in c["overall"] and "latency_ms" not in c["tasks"]["pick_red"]
-    kept = {k: v for k, v in r["overall"].items() if k != "latency_ms"}
+    kept = {k: v for k, v in r["overall"].items() if k not in ("latency_ms", "loop")}
     assert c["overall"] == kept and c["overall"]["successes"] == 1
     slower = summarise([ep(latency_ms=[9.0]), timeout(seed=2)], {"v": 2}, {"s": 2}, 99.0)
     assert comparable(slower) == c
@@ -222,8 +244,9 @@ def test_an_episode_reports_zero_counts_and_no_traces_unless_given() -> None:
     e = EpisodeResult(task="t", seed=1, instruction="i", held_out=False, success=False, steps=3)
     assert dataclasses.asdict(e) == {
         "task": "t", "seed": 1, "instruction": "i", "held_out": False, "success": False, "steps": 3,
-        "interventions": 0, "interventions_by_kind": {}, "shaping": 0, "clamps": 0, "clamps_by_kind": {}, "holds": 0, "cloud_plans": 0, "jerk_mean": 0.0,
-        "jerk_p99": 0.0, "boundary_jump_mean": 0.0, "latency_ms": [], "actions": None, "video": None}
+        "interventions": 0, "interventions_by_kind": {}, "shaping": 0, "clamps": 0, "clamps_by_kind": {}, "holds": 0, "cloud_plans": 0, "jerk_mean": None,
+        "jerk_p99": None, "boundary_jump_mean": None, "latency_ms": [], "loop": {}, "actions": None, "video": None,
+        "frames": None}
     assert e.key() == ("t", 1, "i")
 
 
@@ -290,10 +313,13 @@ def test_boundary_jump_is_a_norm_over_the_seven_joints() -> None:
 def test_markdown_table_shows_the_counts_rates_and_intervals(tmp_path: Path) -> None:
     results = [ep("pick_red", 1, True, 40, interventions=1, shaping=3, clamps=1, clamps_by_kind={"max_step": 1},
                   jerk_mean=12.34, jerk_p99=56.78, boundary_jump_mean=0.01234, latency_ms=[2.0, 4.0]),
-               timeout("pick_red", 2, 120, interventions=2, shaping=4, jerk_mean=0.0, jerk_p99=0.0)]
+               timeout("pick_red", 2, 120, interventions=2, shaping=4, jerk_mean=0.0, jerk_p99=0.0,
+                       boundary_jump_mean=0.0)]
     report = summarise(results, {"v": 1}, {"s": 1}, 1.5)
     paths = write_report(tmp_path, report, results)
     md = paths["markdown"].read_text()
+    assert "| task | k/n | success | 95% CI | mean length | interventions/ep | shaping/ep | clamps/ep | jerk mean | " \
+           "jerk p99 | boundary jump | latency p50/p99 ms |\n" in md, "no vla_node figures, no vla_node columns"
     assert "| pick_red | 1/2 | 50.0% | [9.4, 90.5] | 80.0 | 1.50 | 3.50 | 0.50 | 6.2 | 28.4 | 0.0062 | 3.00 / 3.98 |" in md
     assert report["tasks"]["pick_red"]["clamps_by_kind_per_episode"] == {"max_step": 0.5}
     assert "| **overall** | 1/2 | 50.0% | [9.4, 90.5] |" in md
@@ -305,12 +331,14 @@ def test_markdown_table_shows_the_counts_rates_and_intervals(tmp_path: Path) -> 
     assert "## Videos" not in md
 
 
-def test_markdown_without_latency_shows_a_dash_and_lists_videos(tmp_path: Path) -> None:
-    results = [dataclasses.replace(ep(actions=[[0.0] * 8] * 3), video=str(tmp_path / "pick_red_1.mp4"))]
+def test_markdown_leaves_out_what_was_not_measured_and_lists_videos(tmp_path: Path) -> None:
+    results = [dataclasses.replace(ep(actions=[[0.0] * 8] * 3, jerk_mean=0.0, jerk_p99=0.0),
+                                   video=str(tmp_path / "pick_red_1.mp4"))]
     paths = write_report(tmp_path, summarise(results, {}, {}, 0.0), results, title="T")
     md = paths["markdown"].read_text()
     assert md.startswith("# T\n")
-    assert "| pick_red | 1/1 | 100.0% | [20.6, 100.0] | 50.0 | 0.00 | 0.00 | 0.00 | 0.0 | 0.0 | 0.0000 | - |" in md
+    assert "| pick_red | 1/1 | 100.0% | [20.6, 100.0] | 50.0 | 0.00 | 0.00 | 0.00 | 0.0 | 0.0 |\n" in md
+    assert "boundary jump" not in md and "latency" not in md
     assert "## Videos\n- [pick_red_1.mp4](pick_red_1.mp4)" in md
     assert (tmp_path / "actions.png").exists() and not (tmp_path / "latency.png").exists()
 
@@ -322,7 +350,8 @@ def test_reports_go_into_new_nested_directories_atomically(tmp_path: Path) -> No
     paths = write_report(tmp_path / "new" / "nested", summarise(results, {}, {}, 0.0), results)
     assert paths["markdown"].parent == tmp_path / "new" / "nested"
     assert sorted(p.name for p in paths["markdown"].parent.iterdir()) == [
-        "episodes.json", "report.json", "report.md", "success.png"], "no temporary file left behind"
+        "episodes.json", "interventions.png", "report.json", "report.md", "success.png"], \
+        "no temporary file left behind"
 
 
 # -------------------------------------------------------------------------- eval: success is the env's
