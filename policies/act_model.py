@@ -240,7 +240,7 @@ class ActInference(nn.Module):
 
 
 # --- The export form: the same function, as a graph every runtime takes whole ---------------------------------------
-# Measured on the reference form (results/lerobot_act/README.md, 2026-12-02): ExecuTorch ran 12 LayerNorms on
+# Measured on the reference form (results/lerobot_act/README.md): ExecuTorch ran 12 LayerNorms on
 # portable kernels (XNNPACK has no LayerNorm) which cut the graph into 22 XNNPACK partitions with 24 portable
 # expand_copy ops (4-D attention matmuls) between them. The export form below is exact algebra on the same weights:
 # - tokens 2-D ([tokens, D], batch 1) and attention as 3-D bmm over heads: no 4-D broadcast matmuls;

@@ -76,7 +76,7 @@ class TrainConfig(BaseModel):
     recovery_focus: float = Field(0.0, ge=0, lt=1, description=(
         "after each round, this share of the batch rows goes to tasks in proportion to the round's failures "
         "(the rest evenly); needs recovery_episodes and balance_tasks, replaces task_weights from the first round; "
-        "0.5 with failure handovers: no gain in one hour (results/one_hour/, commit bd3db0f)"))
+        "0.5 with failure handovers: no gain in one hour (docs/decisions/0008)"))
     model: ModelConfig = ModelConfig()
     embeddings: str = Field("minilm", pattern="^(minilm|random)$")  # random: tests only (no MiniLM load)
     init_from: Path | None = None  # continue from a checkpoint's (EMA) weights; fresh optimizer and warm-up
@@ -288,13 +288,13 @@ def train(cfg: TrainConfig, log=print) -> dict:
             "recovery_rounds": rounds,
         }
 
-    # Measured on this 2-core box (results/one_hour/): eager 287 ms/step, bf16 212, compiled alone 318,
+    # Measured on this 2-core box (docs/decisions/0008): eager 287 ms/step, bf16 212, compiled alone 318,
     # compiled + bf16 133; only the combination pays.
     loss_fn = torch.compile(model.loss) if cfg.compile else model.loss
     # Snapshot soup: the recovery lineage's mean of warm-restarted rounds beat its last round by 9 points
-    # (results/round5/); the EMA at the end of each later cycle is one ingredient. Within one hour on the same
+    # (docs/decisions/0008); the EMA at the end of each later cycle is one ingredient. Within one hour on the same
     # data alone it lost 9 points to a single cosine; with a recovery round before each later cycle it is what
-    # config/policy.yaml trains with (results/one_hour/).
+    # config/policy.yaml trains with (results/one_hour/validation.json).
     soup: list[dict[str, torch.Tensor]] = []
     cycle, cycle_start = 0, 0
     rounds: list[dict] = []

@@ -10,7 +10,7 @@ with a lead bound, stays within that bound of the measured position (a gripper c
 braking speed falls faster than a dt per tick the row is passed by a little (at most a dt^2 / 2: 1 cm on the
 Panda's joint 1 at 20 Hz, 2.8 mm for a 0.4 rad step) and approached from the other side. The supervisor's limiter
 form (v^2 + 2 a dt v <= 2 a |e|, never passing) brakes earlier and lost 12 of 400 validation episodes
-(results/command_shaping/). It is a trajectory filter, not a safety function: the supervisor still enforces every limit on what arrives.
+(docs/decisions/0002; results/loop_settings.json). It is a trajectory filter, not a safety function: the supervisor still enforces every limit on what arrives.
 
 State: the last row sent and its velocity. `reset` (a hold, a new episode) restarts from the measured position
 at rest. Preallocated: no allocation per tick.
