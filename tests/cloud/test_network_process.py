@@ -16,7 +16,7 @@ import pytest
 from omni_vla.cloud.hosts import FrameSlots
 from omni_vla.cloud.replanner import Replanner
 from omni_vla_sim.openpi_server import PolicyServer
-from test_openpi_reliability import Tick, config, make_obs, ramp_server, wait_for  # noqa: F401
+from openpi_rig import Tick, config, make_obs, ramp_server, wait_for  # noqa: F401
 
 TICK_PROCESS = r"""
 import json, os, sys, time

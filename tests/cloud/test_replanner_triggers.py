@@ -10,7 +10,7 @@ import pytest
 from omni_vla.cloud.config import ReplanConfig, load_replan_config
 from omni_vla.cloud.replanner import Replanner
 from omni_vla_sim.openpi_server import PolicyServer
-from test_openpi_reliability import PERIOD, RampPolicy, config, make_obs, wait_for
+from openpi_rig import PERIOD, RampPolicy, config, make_obs, wait_for
 
 REPO_CONFIG = __import__("pathlib").Path(__file__).resolve().parents[2] / "config" / "openpi.yaml"
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from omni_vla_sim.openpi_server import PolicyServer
 from omni_vla.cloud.replanner import Replanner
-from test_openpi_reliability import RampPolicy, Tick, config, make_obs, wait_for
+from openpi_rig import RampPolicy, Tick, config, make_obs, wait_for
 
 
 class ResettablePolicy(RampPolicy):

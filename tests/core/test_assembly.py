@@ -1,4 +1,5 @@
-"""The one loop assembly: what build_loop refuses, what its tick commands, and that nobody else wires a loop."""
+"""The one loop assembly: what build_loop refuses, what its tick commands, what closing the loop stops, and
+that nobody else wires a loop."""
 from __future__ import annotations
 
 import ast
@@ -8,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controller_rig import PERIOD, FakeReplanner, obs, row
 from omni_vla.core.assembly import Loop, build_loop
 from omni_vla.core.settings import LoopSettings, VlaNodeConfig, node_settings
 from omni_vla.inference.client import SyncInference
-from test_inference import ToyRuntime
-from test_loop_controller import PERIOD, obs, row
+from toy_runtime import ToyRuntime
 
 REPO = Path(__file__).resolve().parents[2]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -86,3 +87,34 @@ def test_node_eval_and_bench_build_their_loop_with_build_loop(module: str) -> No
     tree = ast.parse((REPO / module).read_text())
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "build_loop"]
     assert calls, f"{module} does not call build_loop"
+
+
+def test_runtime_that_does_not_name_its_joints_is_assembled() -> None:
+    lp = build_loop(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=4), SyncInference(ToyRuntime(), 0, PERIOD))
+    assert lp.step(obs(1.0), 0) is not None and lp.commands == 1
+
+
+@pytest.mark.parametrize("swap", [(0, 1), (6, 7)])
+def test_any_swap_of_the_policys_joints_is_refused(swap: tuple[int, int]) -> None:
+    names = list(PANDA)
+    i, j = swap
+    names[i], names[j] = names[j], names[i]
+    with pytest.raises(ValueError, match="in its order"):
+        loop(names)
+
+
+def test_closing_the_loop_stops_the_replanner_and_the_inference_client() -> None:
+    class Recording(SyncInference):
+        closes = 0
+
+        def close(self) -> None:
+            self.closes += 1
+
+    rp = FakeReplanner()
+    inf = Recording(ToyRuntime(), 0, PERIOD)
+    lp = build_loop(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=4), inf, rp)
+    lp.close()
+    assert (rp.closes, inf.closes) == (1, 1)
+    bare = Recording(ToyRuntime(), 0, PERIOD)
+    build_loop(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=4), bare).close()
+    assert bare.closes == 1

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.test_splice_jumps import D, Steps
 from omni_vla.core.assembly import build_loop
 from omni_vla.core.chunking import ChunkQueue
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference
+from steps_policy import D, Steps
 
 
 def oracle_splice(queue: dict[int, np.ndarray], chunk: np.ndarray, t0: int, t1: int, blend: int) -> dict:

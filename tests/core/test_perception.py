@@ -1,7 +1,9 @@
-"""Camera frames and joint states into preallocated buffers, checked against plain cv2/numpy.
+"""Camera frames and joint states into preallocated buffers, checked against plain cv2/numpy: accepted image
+sizes, dtypes and encodings, joint order and partial velocities.
 
-Capture times are pinned at their edges: a stamp decides how old the controller thinks its data is, so a wrong edge either holds a healthy
-robot (fresh data dated as old) or, worse, moves it on data older than max_obs_age_s.
+Capture times are pinned at their edges: a stamp decides how old the controller thinks its data is, so a wrong
+edge either holds a healthy robot (fresh data dated as old) or, worse, moves it on data older than
+max_obs_age_s.
 """
 from __future__ import annotations
 
@@ -159,3 +161,99 @@ def test_a_stamp_exactly_the_tolerance_ahead_is_still_trusted() -> None:
     s = ObservationStore(["j0"], lambda: c.loop, lambda: c.ros, 0.25)
     s.put_joints(["j0"], [0.0], [], stamp=c.ros + 0.25)
     assert s.stamps["joints"] == c.loop and s.stamp_fallbacks == 0
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 3), (8, 4096, 3), (4096, 8, 3)])
+def test_image_sides_from_8_to_4096_pixels_are_accepted(shape: tuple[int, int, int]) -> None:
+    img = np.full(shape, 51, np.uint8)
+    out = np.zeros((1, 3, 64, 64), np.float32)
+    PolicyImage(64)(img, out)
+    np.testing.assert_allclose(out, 0.2)
+    ObservationStore(["a"]).put_image("front", img, "rgb8")
+
+
+@pytest.mark.parametrize("shape", [(7, 64, 3), (64, 7, 3), (4097, 64, 3), (64, 4097, 3)])
+def test_image_with_one_side_out_of_range_is_rejected(shape: tuple[int, int, int]) -> None:
+    with pytest.raises(ImageRejected, match=f"image size {shape[1]}x{shape[0]} outside 8..4096"):
+        PolicyImage(64)(np.zeros(shape, np.uint8), np.zeros((1, 3, 64, 64), np.float32))
+
+
+@pytest.mark.parametrize("shape", [(64, 100, 3), (100, 64, 3), (32, 64, 3), (64, 32, 3)])
+def test_image_with_one_side_already_at_policy_size_is_still_resized(shape: tuple[int, int, int]) -> None:
+    img = np.random.default_rng(2).integers(0, 256, shape, dtype=np.uint8)
+    out = np.zeros((1, 3, 64, 64), np.float32)
+    PolicyImage(64)(img, out)
+    small = cv2.resize(img, (64, 64), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(out, (small.astype(np.float32) / np.float32(255.0)).transpose(2, 0, 1)[None])
+
+
+@pytest.mark.parametrize("n_vel", [2, 5])
+def test_joint_velocities_not_one_per_name_read_as_zero(n_vel: int) -> None:
+    store = ObservationStore(["j0", "j1", "j2", "j3"])
+    store.put_joints(["j0", "j1", "j2", "j3"], [1.0, 2.0, 3.0, 4.0], [0.5] * n_vel)
+    np.testing.assert_array_equal(store.obs["qpos"], [1, 2, 3, 4])
+    np.testing.assert_array_equal(store.obs["qvel"], [0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.bool_])
+def test_image_of_any_dtype_but_uint8_is_rejected(dtype) -> None:
+    with pytest.raises(ImageRejected, match="expected uint8"):
+        PolicyImage(64)(np.zeros((64, 64, 3), dtype), np.zeros((1, 3, 64, 64), np.float32))
+
+
+def test_rgb8_frame_is_stored_unchanged() -> None:
+    frame = np.random.default_rng(3).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    store = ObservationStore(["a"])
+    store.put_image("front", frame, "rgb8")
+    np.testing.assert_array_equal(store.obs["front"], frame)
+
+
+def test_joint_order_changing_between_messages_is_followed() -> None:
+    names = ["j0", "j1", "j2", "j3"]
+    store = ObservationStore(names)
+    store.put_joints(names[::-1], [3.0, 2.0, 1.0, 0.0], [])
+    np.testing.assert_array_equal(store.obs["qpos"], [0, 1, 2, 3])
+    store.put_joints(names, [4.0, 5.0, 6.0, 7.0], [])
+    np.testing.assert_array_equal(store.obs["qpos"], [4, 5, 6, 7])
+
+
+def test_joint_state_of_many_joints_keeps_positions_and_velocities() -> None:
+    names = [f"j{i}" for i in range(300)]
+    store = ObservationStore(names)
+    store.put_joints(names, np.arange(300.0), np.full(300, 0.5))
+    np.testing.assert_array_equal(store.obs["qpos"], np.arange(300.0))
+    np.testing.assert_array_equal(store.obs["qvel"], np.full(300, 0.5))
+
+
+def test_bgr8_named_by_a_runtime_string_is_still_converted() -> None:
+    encoding = "".join(["bgr", "8"])  # equal to "bgr8", not the same object (e.g. from a ROS message)
+    frame = np.random.default_rng(4).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    bgr = np.ascontiguousarray(frame[:, :, ::-1])
+    out = np.zeros((1, 3, 64, 64), np.float32)
+    PolicyImage(64)(bgr, out, encoding)
+    np.testing.assert_array_equal(out[0], frame.transpose(2, 0, 1) / np.float32(255.0))
+    store = ObservationStore(["a"])
+    store.put_image("front", bgr, encoding)
+    np.testing.assert_array_equal(store.obs["front"], frame)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 3, 1), (64, 64, 2)])
+def test_image_that_is_not_three_channel_hwc_is_rejected(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ImageRejected, match=r"expected \[H, W, 3\]"):
+        PolicyImage(64)(np.zeros(shape, np.uint8), np.zeros((1, 3, 64, 64), np.float32))
+
+
+def test_joint_state_with_more_positions_than_names_is_rejected() -> None:
+    from omni_vla.core.perception import JointStateRejected
+
+    store = ObservationStore(["j0", "j1"])
+    with pytest.raises(JointStateRejected, match="2 names but 3 positions"):
+        store.put_joints(["j0", "j1"], [0.0, 1.0, 2.0], [])
+
+
+def test_frame_growing_in_size_is_stored_at_its_new_size() -> None:
+    store = ObservationStore(["a"])
+    store.put_image("front", np.zeros((48, 64, 3), np.uint8), "rgb8")
+    big = np.full((128, 128, 3), 7, np.uint8)
+    store.put_image("front", big, "bgr8")
+    np.testing.assert_array_equal(store.obs["front"], big)

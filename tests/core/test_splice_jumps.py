@@ -16,29 +16,7 @@ from omni_vla.core.assembly import build_loop
 from omni_vla.core.controller import Controller
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference
-
-H, D = 6, 2
-
-
-class Steps:
-    """Chunk k (counted from 1) is k in every row and joint."""
-
-    backend, horizon, action_dim, max_prefix, embedding_dim = "toy", H, D, 0, 1
-    cameras = (CameraInput("front", 8, 8),)
-    joint_names = ["a", "b"]
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def encode_instruction(self, text: str) -> np.ndarray:
-        return np.zeros(1, np.float32)
-
-    def infer(self, images, state, instruction, prefix, prefix_len, noise, out) -> None:  # noqa: ANN001
-        self.calls += 1
-        out[:] = self.calls
-
-    def close(self) -> None:
-        pass
+from steps_policy import D, H, Steps
 
 
 def run(strategy: str, ticks: int, drop_camera_at: int | None = None):  # noqa: ANN201

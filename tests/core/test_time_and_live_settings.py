@@ -11,13 +11,13 @@ import time
 import numpy as np
 import pytest
 
+from controller_rig import PERIOD, make, obs
 from omni_vla.core.assembly import build_loop
 from omni_vla.core.loop import PolledClock, Scheduler
 from omni_vla.core.perception import ObservationStore
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference
-from test_inference import ToyRuntime
-from test_loop_controller import PERIOD, make, obs
+from toy_runtime import ToyRuntime
 
 IMG = np.zeros((16, 16, 3), np.uint8)
 

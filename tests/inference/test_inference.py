@@ -1,12 +1,11 @@
 """Inference clients: the synchronous sim-time client and the supervised worker process.
 
 ToyRuntime is a small deterministic numpy PolicyRuntime whose output encodes its inputs (state,
-image mean, prefix), so tests can tell exactly which observation and prefix a chunk came from.
-The other core tests import it from here.
+image mean, prefix), so tests can tell exactly which observation and prefix a chunk came from
+(tests/support/toy_runtime.py).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import time
@@ -14,78 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from omni_vla.cameras import CameraInput
+from bundles import tiny_bundle
 from omni_vla.inference.client import SyncInference, draw_noise, open_runtime
 from omni_vla.inference.worker import ProcessInference
-
-H, D, S, E = 16, 8, 64, 16
-STEP = 0.01
-
-
-class ToyRuntime:
-    """out[i] = state + (i + 1) * STEP * (1 + mean(front)); rows < prefix_len = prefix (pinned)."""
-
-    backend = "toy"
-    horizon = H
-    action_dim = D
-    max_prefix = 6
-    cameras = (CameraInput("front", S, S), CameraInput("wrist", S, S))
-    embedding_dim = E
-
-    def __init__(self, latency_s: float = 0.0, mode: str = "ok", record: bool = False) -> None:
-        self.latency_s = latency_s
-        self.mode = mode
-        self.record = record
-        self.requests: list[tuple[np.ndarray, np.ndarray]] = []  # (pinned prefix rows, state) when recording
-        self.calls = 0
-        self.encoded: list[str] = []
-        self.last_prefix_len = -1
-        self._ramp = np.arange(1, H + 1, dtype=np.float32)[:, None] * np.ones((1, D), np.float32) * STEP
-
-    def encode_instruction(self, text: str) -> np.ndarray:
-        self.encoded.append(text)
-        if text.startswith("unknown"):
-            raise KeyError(f"instruction {text!r} is not in the table")
-        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
-        return np.random.default_rng(seed).standard_normal(E).astype(np.float32)
-
-    def infer(self, images, state, instruction, prefix, prefix_len, noise, out) -> None:
-        self.calls += 1
-        self.last_prefix_len = prefix_len
-        if self.mode == "hang" and self.calls > 2:  # after the two warm-up calls
-            time.sleep(3600)
-        if self.mode == "crash_on_infer" and self.calls > 2:  # after the two warm-up calls
-            os._exit(3)
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        if self.record:
-            self.requests.append((prefix[0, :prefix_len].copy(), state[0].copy()))
-        np.multiply(self._ramp, 1.0 + images["front"].mean(), out=out)
-        out += state
-        out[:prefix_len] = prefix[0, :prefix_len]
-
-    def close(self) -> None:
-        pass
-
-
-def toy_factory(backend: str, bundle_dir: str, threads: int) -> ToyRuntime:
-    """Worker-side factory; `bundle_dir` carries the toy's behaviour, e.g. "toy:latency=0.02"."""
-    opts = dict(kv.split("=") for kv in bundle_dir.partition(":")[2].split(",") if kv)
-    if opts.get("mode") == "fail_load":
-        raise FileNotFoundError(f"no bundle at {bundle_dir}")
-    return ToyRuntime(float(opts.get("latency", 0.0)), opts.get("mode", "ok"))
-
-
-_BUNDLES: dict[tuple[str, ...], object] = {}
-
-
-def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, backends: tuple[str, ...] = ("mnn",)):
-    """A real exported tiny bundle (tests/support/fixtures_policy.py), built once per test session."""
-    if backends not in _BUNDLES:
-        from fixtures_policy import make_tiny_bundle
-
-        _BUNDLES[backends] = make_tiny_bundle(tmp_path_factory.mktemp("tiny") / "bundle", backends=backends)
-    return _BUNDLES[backends]
+from toy_runtime import D, H, STEP, ToyRuntime, toy_factory
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from inference.test_inference import toy_factory
+from toy_runtime import toy_factory
 from omni_vla.core.cpu_list import format_cpu_list, parse_cpu_list
 from omni_vla.core.settings import WorkerSettings
 from omni_vla.inference.worker import ProcessInference

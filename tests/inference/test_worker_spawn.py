@@ -11,13 +11,13 @@ TESTS = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent("""
     import os, sys
-    sys.path[:0] = [{inference!r}]
+    sys.path[:0] = [{support!r}]
     import rclpy  # what vla_node's main module imports
     with open({marker!r}, "a") as f:
         f.write(f"{{os.getpid()}}\\n")
     if __name__ == "__main__":
         from omni_vla.inference.worker import ProcessInference
-        from test_inference import toy_factory
+        from toy_runtime import toy_factory
         client = ProcessInference("toy", "toy:", factory=toy_factory, startup_timeout_s=30).start()
         maps = open(f"/proc/{{client.pid}}/maps").read()
         print(os.getpid(), client.pid, "librcl.so" in maps, "rclpy" in maps)
@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
 def test_worker_does_not_rerun_the_parent_main_module_nor_load_ros(tmp_path: Path) -> None:
     marker = tmp_path / "main_ran_in"
     script = tmp_path / "node_like.py"
-    script.write_text(SCRIPT.format(inference=str(TESTS / "inference"), marker=str(marker)))
+    script.write_text(SCRIPT.format(support=str(TESTS / "support"), marker=str(marker)))
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     parent, worker, rcl, rclpy = res.stdout.split()

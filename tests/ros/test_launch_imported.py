@@ -1,14 +1,14 @@
 """`ros2 launch omni_vla sim.launch.py bundle_dir:=<imported bundle>`: a LeRobot ACT imported as a bundle runs in
 the simulated graph by changing only the bundle_dir launch argument, with the real ROS 2 launch system against a
-colcon install space (the helpers of test_launch_install.py): vla_node active with the imported policy, its
+colcon install space (tests/support/launch_graph.py): vla_node active with the imported policy, its
 proposals flowing, safe commands on the controller topic, and every node stopping cleanly on Ctrl-C."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from launch_graph import BUDGET_S, install, needs_launch, run_graph  # noqa: F401 - install: fixture
 from lerobot_env import imported_act
-from test_launch_install import BUDGET_S, _run_graph, install, needs_launch  # noqa: F401 - install: fixture
 
 SPEC = {"seed": 6, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
         "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
@@ -27,7 +27,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_sim_launch_runs_an_imported_act_by_changing_only_bundle_dir(install: Path, imported: Path,
                                                                      tmp_path: Path) -> None:
     limits = install / "share" / "omni_vla" / "config" / "joint_limits.yaml"
-    run = _run_graph(install, tmp_path, "sim.launch.py", False, "", f"joint_limits_file:={limits}",
+    run = run_graph(install, tmp_path, "sim.launch.py", False, "", f"joint_limits_file:={limits}",
                      f"bundle_dir:={imported}")
     out, seen = str(run["out"]), run["seen"]
     tail = out[-4000:]

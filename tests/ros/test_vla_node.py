@@ -12,25 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bundles import tiny_bundle
 from rosutil import REPO, free_domain_id, run_against_node
-from test_inference import tiny_bundle
+from vla_node_io import INSTRUCTION, JOINTS, image_msg
 
-JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
-INSTRUCTION = "pick up the red cube"  # in the tiny bundle's embedding table
 PARAMS_FILE = REPO / "config" / "vla_node.yaml"
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_bundle(tmp_path_factory)
-
-
-def image_msg(rng: np.random.Generator, encoding: str = "rgb8", channels: int = 3):
-    from sensor_msgs.msg import Image
-
-    h = w = 128
-    data = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
-    return Image(height=h, width=w, encoding=encoding, step=w * channels, data=data.tobytes())
 
 
 def test_image_array_handles_row_padding() -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bundles import tiny_bundle
 from rosutil import REPO, run_against_node
-from test_inference import tiny_bundle
-from test_vla_node import INSTRUCTION, JOINTS, image_msg
+from vla_node_io import INSTRUCTION, JOINTS, image_msg
 
 PARAMS_FILE = REPO / "config" / "vla_node.yaml"
 

@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from robot_descriptions import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
 from safety_fuzz import Robot
 from safety_oracle import Joint, joints_from_yaml
-from test_limits_robots import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
 
 from omni_vla_safety.limits import load_enforced_limits
 

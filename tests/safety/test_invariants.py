@@ -296,3 +296,20 @@ def test_limiter_refuses_a_joint_without_velocity_or_acceleration_limits() -> No
     sets = parse_joint_limits_yaml("joint_limits:\n  a: {has_position_limits: true, min_position: -1, max_position: 1}\n")
     with pytest.raises(ValueError, match="'a' has no velocity or acceleration limit"):
         CommandLimiter(["a"], [sets["a"]], 0.01)
+
+
+def test_watchdog_stop_at_1khz_with_uniform_scaling_never_reverses_a_joint() -> None:
+    """A sequence the state machine once drew that made the limiter reverse a joint while stopping."""
+    m = SupervisorMachine()
+    m.start(rate=1000.0, uniform=True, saturate=True, seed=37316, outside=False)
+    steps = ([("bad_joint_state", {"kind": "nan"})] * 2 + [("ticks", {"n": 40, "states": True})]
+             + [("corners", {})] * 3 + [("ticks", {"n": 33, "states": True}), ("malformed", {"kind": "short"}),
+                                        ("corners", {}), ("ticks", {"n": 11, "states": False}),
+                                        ("ticks", {"n": 16, "states": False}), ("far_out_of_range", {}),
+                                        ("malformed", {"kind": "short"}), ("ticks", {"n": 15, "states": False}),
+                                        ("far_out_of_range", {})]
+             + [("corners", {})] * 8 + [("ticks", {"n": 25, "states": False}), ("malformed", {"kind": "short"}),
+                                        ("ticks", {"n": 1, "states": False})])
+    for name, kwargs in steps:
+        getattr(m, name)(**kwargs)
+    assert not m.rig.oracle.violations, m.rig.oracle.violations[:3]

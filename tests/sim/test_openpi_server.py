@@ -18,7 +18,7 @@ from omni_vla.cloud import codec
 from omni_vla.cloud.replanner import Replanner
 from omni_vla_sim.openpi_server import ObservationCheck, PolicyServer, main as serve_main
 from omni_vla_sim.robot import DEFAULT_LIMITS_FILE, HOME_QPOS, JOINT_NAMES
-from test_openpi_reliability import RampPolicy, config, free_port, make_obs, wait_for
+from openpi_rig import RampPolicy, config, free_port, make_obs, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

@@ -1,6 +1,6 @@
-"""URDF/MJCF parsing edges the robot-description tests do not reach (found by mutation testing,
-issue 27 point 4): malformed numbers and elements refused by name, default classes spread over
-several <default> blocks, servos on joints without a range, effort narrowing, equality couplings."""
+"""Limits read from URDF and MJCF (safety/limits_sources.py) at the edges the robot-description tests
+(test_limits_robots.py) do not reach: malformed numbers and elements refused by name, default classes spread
+over several <default> blocks, servos on joints without a range, effort narrowing, equality couplings."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,5 @@
-"""Supervisor parameter edges (found by mutation testing, issue 27 point 4): refused values name the
-parameter, the timeouts' two-period floor, the parameter-file forms ROS accepts, path resolution."""
+"""The supervisor's parameters: refused values name the parameter, the timeouts' two-period floor, the
+parameter-file forms ROS accepts, path resolution."""
 from __future__ import annotations
 
 import math
