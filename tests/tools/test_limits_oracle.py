@@ -1,4 +1,4 @@
-"""Limits-oracle edges cosmic-ray found unpinned (results/mutation_core.md): the boundaries of the position range
+"""The limits oracle (omni_vla/tools/limits_oracle.py) at its edges: the boundaries of the position range
 and of the velocity step, what is counted (commands, not joints), the degenerate inputs (no command, one command),
 the rounding of the reported fraction and which joint entries count as limited. Two made-up joints at 10 Hz, so
 every limit is a round number: a in [-1, 1] at 2 rad/s (0.2 per command), b in [-0.5, 0.5] at 1 rad/s (0.1)."""
