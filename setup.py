@@ -86,5 +86,7 @@ setup(
             "sim_node = omni_vla_sim.node:main",
             "omni-vla = omni_vla.tools.cli:main",
         ],
+        # Backends outside the robot runtime, found by name (omni_vla/runtime/registry.py): the runtime imports none.
+        "omni_vla.backends": ["torch = omni_vla_policies.torch_runtime:TorchRuntime"],
     },
 )

@@ -24,13 +24,13 @@ from typing import Callable
 import numpy as np
 import torch
 
+from omni_vla.backends import EAGER, PROGRAM_BACKENDS, ROBOT_BACKENDS
 from omni_vla.inference.client import open_chunk_runtime
 from omni_vla.runtime.chunk import read_chunk_manifest
 from omni_vla.runtime.chunk_manifest import CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import CheckpointError, read_act_checkpoint
 
-CHUNK_BACKENDS = ("torch", "onnxruntime", "executorch", "mnn")
 GAP_MS = 30.0  # sleep between two timed calls at > 1 thread: longer than the thread pools' spin-wait after a call
 
 
@@ -64,7 +64,7 @@ def _runners(bundle: Path, m: ChunkManifest, threads: int, backends: tuple[str, 
     act_sub, act_div = np.asarray(act.subtract, np.float32), np.asarray(act.divide, np.float32)
     runners: dict[str, Callable[[], None]] = {}
     skipped: dict[str, str] = {}
-    for name in ("executorch", "mnn"):
+    for name in ROBOT_BACKENDS:
         if name in backends:
             rt = open_chunk_runtime(name, bundle, threads)
             runners[name] = (lambda r: lambda: r.infer(images, state, out, condition))(rt)
@@ -104,7 +104,7 @@ def _runners(bundle: Path, m: ChunkManifest, threads: int, backends: tuple[str, 
 
 
 def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
-                backends: tuple[str, ...] = CHUNK_BACKENDS, gap_ms: float = GAP_MS) -> dict:
+                backends: tuple[str, ...] = PROGRAM_BACKENDS, gap_ms: float = GAP_MS) -> dict:
     bundle = Path(bundle)
     m = read_chunk_manifest(bundle)
     runners, skipped = _runners(bundle, m, threads, backends)
@@ -125,8 +125,8 @@ def bench_chunk(bundle: str | Path, threads: int, reps: int, warmup: int,
     runners.clear()  # ExecuTorch's thread pool is process-wide: no program may outlive this thread count
     gc.collect()
     ratios = {}
-    for fast in ("executorch", "mnn"):
-        for base in ("torch", "onnxruntime"):
+    for fast in ROBOT_BACKENDS:
+        for base in (EAGER, "onnxruntime"):
             if fast in stats and base in stats:
                 ratios[f"{fast}_vs_{base}"] = round(stats[base]["median_ms"] / stats[fast]["median_ms"], 2)
     return {"bundle": str(bundle), "kind": "chunk", "policy": m.policy, "threads": threads, "reps": reps,

@@ -26,18 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from omni_vla.backends import ALL_BACKENDS, EAGER, ROBOT_BACKENDS
 from omni_vla.runtime.bundle import load_bundle, read_manifest
-from omni_vla.runtime.chunk_loop import is_chunk_bundle
+from omni_vla.runtime.registry import flow_runtime, sniff_kind
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.tools.errors import choice_list, comma_list, existing_bundle, non_negative_int, positive_int
 from omni_vla_policies.stdio import stdout_to_stderr
 
-BACKENDS = ("torch", "torch-folded", "onnxruntime", "executorch", "mnn")
-# backend -> (module, class), loaded by name: the cold start of one backend is measured in a fresh process
-# that must import that backend's libraries only (torch for torch, executorch for executorch, MNN for mnn).
-RUNTIMES = {"torch": ("omni_vla_policies.torch_runtime", "TorchRuntime"),
-            "executorch": ("omni_vla.runtime.executorch", "ExecuTorchRuntime"),
-            "mnn": ("omni_vla.runtime.mnn", "MNNRuntime")}
+# Each runtime class is loaded by name (runtime/registry.py): the cold start of one backend is measured in a fresh
+# process that must import that backend's libraries only (torch for torch, executorch for executorch, MNN for mnn).
 
 
 class OnnxRuntimeRunner:
@@ -79,12 +76,11 @@ class OnnxRuntimeRunner:
 def make_runtime(backend: str, bundle_dir: Path, threads: int):  # noqa: ANN201
     if backend == "onnxruntime":
         return OnnxRuntimeRunner(bundle_dir, threads)
-    name = "torch" if backend == "torch-folded" else backend
-    if name in RUNTIMES:
-        module, cls = RUNTIMES[name]
-        runtime = getattr(importlib.import_module(module), cls)
-        return runtime(bundle_dir, threads, folded=True) if backend == "torch-folded" else runtime(bundle_dir, threads)
-    raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if backend == "torch-folded":
+        return flow_runtime(EAGER)(bundle_dir, threads, folded=True)
+    if backend not in ALL_BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose from {ALL_BACKENDS}")
+    return flow_runtime(backend)(bundle_dir, threads)
 
 
 def fixed_inputs(bundle_dir: Path, seed: int = 0) -> dict[str, np.ndarray]:
@@ -150,7 +146,7 @@ def stage_flops(bundle_dir: Path) -> dict[str, int]:
     import torch  # optional: not in the other backends' cold-start processes
     from torch.utils.flop_counter import FlopCounterMode  # optional: not in the other backends' cold-start processes
 
-    rt, x = make_runtime("torch", bundle_dir, 1), {k: torch.from_numpy(v) for k, v in fixed_inputs(bundle_dir).items()}
+    rt, x = make_runtime(EAGER, bundle_dir, 1), {k: torch.from_numpy(v) for k, v in fixed_inputs(bundle_dir).items()}
     out = {}
     with torch.inference_mode():
         with FlopCounterMode(display=False) as fc:
@@ -207,13 +203,13 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
         a = np.array(times[b])
         res[b] = {"median_ms": round(float(np.median(a)), 4), "p99_ms": round(float(np.percentile(a, 99)), 4),
                   "mean_ms": round(float(a.mean()), 4)}
-        if b in ("executorch", "mnn"):
+        if b in ROBOT_BACKENDS:
             res[b]["compute_dtype"] = m.compute_dtype(b)
         if cold:
             res[b].update(cold_start_subprocess(b, bundle_dir, threads))
-    for base in ("torch", "torch-folded"):
+    for base in (EAGER, "torch-folded"):
         if base in res:
-            for b in ("executorch", "mnn", "onnxruntime") + (("torch-folded",) if base == "torch" else ()):
+            for b in ALL_BACKENDS[ALL_BACKENDS.index(base) + 1:]:
                 if b in res:
                     res[b][f"speedup_vs_{base.replace('-', '_')}"] = round(res[base]["median_ms"] / res[b]["median_ms"], 2)
     if stages:
@@ -237,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=comma_list(positive_int), default=[1, 2], help="comma list of thread counts")
     p.add_argument("--reps", type=positive_int, default=200)
     p.add_argument("--warmup", type=non_negative_int, default=20)
-    p.add_argument("--backends", type=choice_list(BACKENDS), default=list(BACKENDS), help="comma list")
+    p.add_argument("--backends", type=choice_list(ALL_BACKENDS), default=list(ALL_BACKENDS), help="comma list")
     p.add_argument("--no-cold-start", action="store_true", help="skip the per-backend subprocess cold-start runs")
     p.add_argument("--stages", action="store_true",
                    help="also time the prefix stage alone, count FLOPs per stage and measure the sgemm roofline")
@@ -249,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
-        if is_chunk_bundle(a.bundle):  # an imported single-pass policy (format 3): its own interleaved run
+        if sniff_kind(a.bundle) == "chunk":  # an imported single-pass policy (format 3): its own interleaved run
             # By name: it imports torch, which the cold-start subprocesses of this module must not pay for.
             bench_chunk = importlib.import_module("omni_vla_policies.bench_chunk").bench_chunk
             results = [bench_chunk(a.bundle, n, a.reps, a.warmup, tuple(a.backends)) for n in threads]

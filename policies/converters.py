@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 import omni_vla
+from omni_vla.backends import LIBRARY_OF
 from omni_vla.runtime.bundle import installed_version
 
 
@@ -104,7 +105,7 @@ def convert_mnn(onnx_path: Path, mnn_path: Path, extra: list[str] | None = None)
 
 def versions() -> dict[str, str]:
     out = {"omni_vla": omni_vla.__version__, "python": sys.version.split()[0]}
-    for dist in ("torch", "executorch", "mnn", "onnx", "onnxruntime"):
+    for dist in ("torch", *LIBRARY_OF.values(), "onnxruntime"):
         v = installed_version(dist)
         if v is not None:
             out[dist] = v

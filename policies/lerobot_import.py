@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from omni_vla.backends import ROBOT_BACKENDS, SUFFIX_OF
 from omni_vla.runtime.bundle import TensorSpec, artifact_spec, sha256_file, write_json_atomic
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference, act_export_form
@@ -26,9 +27,8 @@ from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, v
 from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint, read_json
 from omni_vla_policies.lerobot_smolvla import import_smolvla
 
-BACKENDS = ("executorch", "mnn")
+BACKENDS = ROBOT_BACKENDS  # what an imported bundle holds: the robot runtimes' programs
 KINDS = ("act", "smolvla")  # LeRobot's config.json "type" values this importer converts
-SUFFIX = {"executorch": "pte", "mnn": "mnn"}
 
 
 def _affine(a: np.ndarray) -> list[float]:
@@ -113,7 +113,7 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
         artifacts = {}
         with torch.no_grad():
             for backend in backends:
-                file = f"policy.{SUFFIX[backend]}"
+                file = f"policy.{SUFFIX_OF[backend]}"
                 if backend == "executorch":
                     export_pte(act_export_form(model, xnnpack=True), args, tmp / file)
                 else:  # MNN converts from ONNX; the .onnx stays, for onnxruntime in `bench runtime`
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--joint-names", required=True, help="comma-separated, in the state/action vector's order")
     p.add_argument("--rate-hz", type=float, required=True, help="control rate the policy was trained at (dataset fps)")
     p.add_argument("--gripper", default=None, help="the joint name that is the gripper (units m), if any")
-    p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated subset of executorch,mnn")
+    p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated subset of {','.join(BACKENDS)}")
     p.add_argument("--instructions", type=Path, default=None,
                    help="JSON {names, table: {instruction: vector}} for a policy conditioned on environment_state")
     p.add_argument("--tokenizer", type=Path, default=None,

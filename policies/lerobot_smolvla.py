@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from omni_vla.backends import ARTIFACT_FORMATS, ROBOT_BACKENDS, SUFFIX_OF
 from omni_vla.runtime.bundle import artifact_spec, sha256_file, write_json_atomic
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
 from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
@@ -31,7 +32,6 @@ from omni_vla_policies.vla.smolvla_config import PUBLISHED_VLM_CONFIG, SmolVLAAr
 
 PUBLISHED_VLM = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
 PROMPT_SUFFIX = "\n"  # SmolVLANewLineProcessor: the task ends with a newline before tokenising
-SUFFIX = {"executorch": "pte", "mnn": "mnn", "onnx": "onnx"}
 # Fields whose non-default values change what the network computes in ways the exported stages do not.
 FIXED = {"n_obs_steps": 1, "empty_cameras": 0, "adapt_to_pi_aloha": False, "use_delta_joint_actions_aloha": False,
          "add_image_special_tokens": False, "attention_mode": "cross_attn"}
@@ -151,7 +151,7 @@ def build_manifest(ck: SmolVLACheckpoint, tmp: Path, joint_names: list[str], rat
     h, w = arch.camera_shape
     units = ["m" if n == gripper else "rad" for n in joint_names]
     stages = {stage: {"inputs": ins, "outputs": outs,
-                      "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX[b]}").model_dump() for b in backends}}
+                      "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX_OF[b]}").model_dump() for b in backends}}
               for stage, (ins, outs) in stage_specs(arch).items()}
     return VLAManifest.model_validate({
         "format": CHUNK_FORMAT, "kind": VLA_KIND, "policy": "lerobot_smolvla",
@@ -178,7 +178,7 @@ QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 ac
 
 
 def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
-                   gripper: str | None = None, backends: tuple[str, ...] = ("executorch", "mnn"),
+                   gripper: str | None = None, backends: tuple[str, ...] = ROBOT_BACKENDS,
                    tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
     """Export every stage with the checkpoint's weights; `out` appears only when the bundle is whole. Each robot
     runtime's chunk is checked against the eager fp32 model on one observation and the figure written into the
@@ -203,12 +203,12 @@ def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: lis
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        export_stages(model, tmp, backends=tuple(b for b in ("onnx", "executorch", "mnn") if b in listed),
+        export_stages(model, tmp, backends=tuple(b for b in ARTIFACT_FORMATS if b in listed),
                       log=lambda _s: None, int8=quantize == "int8")
         shutil.copyfile(ck.tokenizer, tmp / "tokenizer.json")
         manifest = build_manifest(ck, tmp, joint_names, rate_hz, gripper, listed, src.resolve())
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
-        robot = tuple(b for b in backends if b in ("executorch", "mnn"))
+        robot = tuple(b for b in backends if b in ROBOT_BACKENDS)
         with native_stdout_silenced():  # MNN prints to fd 1
             parity = self_parity(tmp, model, robot)
         source = {**manifest.source, "parity_db": parity, "quantization": QUANTIZATION.get(quantize or "", "none")}

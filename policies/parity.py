@@ -22,16 +22,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from omni_vla.backends import EAGER, LOOP_BACKENDS, ROBOT_BACKENDS
 from omni_vla.runtime.bundle import read_manifest
 from omni_vla.runtime.chunk_loop import is_chunk_bundle
-from omni_vla.runtime.executorch import ExecuTorchRuntime
-from omni_vla.runtime.mnn import MNNRuntime
+from omni_vla.runtime.registry import flow_runtime
 from omni_vla.runtime.text import InstructionError, load_table
 from omni_vla.tools.errors import existing_bundle, existing_dir, positive_int
 from omni_vla_policies.dataset import FORMAT, _episode_files
 from omni_vla_policies.parity_chunk import run_chunk_parity
 from omni_vla_policies.stdio import stdout_to_stderr
-from omni_vla_policies.torch_runtime import TorchRuntime
 
 
 def observations(bundle_dir: Path, dataset: Path | None, n: int, seed: int) -> tuple[list[dict], str]:
@@ -111,20 +110,19 @@ def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed
 def run_flow_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1) -> dict:
     obs, source = observations(bundle_dir, dataset, n, seed)
     man = read_manifest(bundle_dir)
-    rts = {"torch": TorchRuntime(bundle_dir, threads), "executorch": ExecuTorchRuntime(bundle_dir, threads),
-           "mnn": MNNRuntime(bundle_dir, threads)}
-    h, d = rts["torch"].horizon, rts["torch"].action_dim
+    rts = {b: flow_runtime(b)(bundle_dir, threads) for b in LOOP_BACKENDS}
+    h, d = rts[EAGER].horizon, rts[EAGER].action_dim
     res: dict[str, dict[str, list[np.ndarray]]] = {k: {"actions": [], "context": [], "flow": [], "delta": []} for k in rts}
     pin_err = 0.0
     fallbacks = 0
-    known = rts["torch"]._text.known_instructions
+    known = rts[EAGER]._text.known_instructions
     for o in obs:
         try:
-            instr = rts["torch"].encode_instruction(o["text"])[None]
+            instr = rts[EAGER].encode_instruction(o["text"])[None]
         except InstructionError:  # parity is about numerics: an unknown phrasing takes a known embedding
             fallbacks += 1
-            instr = rts["torch"].encode_instruction(known[0])[None]
-        ctx_ref = rts["torch"].context(o["front"], o["wrist"], o["state"], instr)
+            instr = rts[EAGER].encode_instruction(known[0])[None]
+        ctx_ref = rts[EAGER].context(o["front"], o["wrist"], o["state"], instr)
         for name, rt in rts.items():
             out = np.zeros((h, d), np.float32)
             rt.infer({"front": o["front"], "wrist": o["wrist"]}, o["state"], instr, o["prefix"], o["prefix_len"], o["noise"], out)
@@ -136,10 +134,10 @@ def run_flow_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100,
             pl = o["prefix_len"]
             if pl:
                 pin_err = max(pin_err, float(np.max(np.abs(out[:pl] - o["prefix"][0, :pl]))))
-    ref = {k: np.stack(v) for k, v in res["torch"].items()}
+    ref = {k: np.stack(v) for k, v in res[EAGER].items()}
     report: dict = {"observations": len(obs), "source": source, "threads": threads, "seed": seed,
                     "prefix_pin_max_abs": pin_err, "instruction_fallbacks": fallbacks}
-    for name in ("executorch", "mnn"):
+    for name in ROBOT_BACKENDS:
         got = {k: np.stack(v) for k, v in res[name].items()}
         report[name] = {"compute_dtype": man.compute_dtype(name), **_stats(ref["actions"], got["actions"]),
                         "snr_db_delta": round(snr_db(ref["delta"], got["delta"]), 2),

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.inference.client import open_chunk_runtime
 from omni_vla.runtime.bundle import sha256_file
 from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
@@ -24,7 +25,6 @@ from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import CheckpointError, read_act_checkpoint
 
 RECORDED_CAMERAS = ("front", "wrist")  # what the HDF5 demos record (obs/<name>_rgb), at one size
-ROBOT_BACKENDS = ("executorch", "mnn")
 
 # One observation: camera name -> float32 [1, 3, H, W] in [0, 1]; raw state [1, S]; instruction text or None.
 Observation = tuple[dict[str, np.ndarray], np.ndarray, str | None]

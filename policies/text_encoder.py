@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.runtime.bundle import artifact_spec, write_json_atomic
 from omni_vla.runtime.text import TEXT_ENCODER_DIR, TEXT_ENCODER_FORMAT, TEXT_MANIFEST_NAME, Tokenizer, TextEncoderManifest
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
@@ -70,7 +71,7 @@ def encode_texts(texts: list[str], encoder: MiniLMEncoder | None = None) -> np.n
     return np.stack(out).astype(np.float32) if out else np.zeros((0, 384), np.float32)
 
 
-def export_text_encoder(bundle_dir: str | Path, backends: tuple[str, ...] = ("mnn", "executorch"), quantize: bool = False) -> Path:
+def export_text_encoder(bundle_dir: str | Path, backends: tuple[str, ...] = ROBOT_BACKENDS, quantize: bool = False) -> Path:
     """Write <bundle>/text_encoder/{tokenizer.json, text_encoder.pte|.mnn, text_encoder.json}."""
     out = Path(bundle_dir) / TEXT_ENCODER_DIR
     out.mkdir(parents=True, exist_ok=True)

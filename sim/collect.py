@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from omni_vla.backends import LOOP_BACKENDS
 from omni_vla.tools.errors import positive_int
 from omni_vla_sim.dataset import POLICY_IMAGE_SIZE, write_records
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=positive_int, default=POLICY_IMAGE_SIZE)
     p.add_argument("--recovery", type=Path, metavar="BUNDLE",
                    help="recovery demonstrations: this bundle's policy drives, the expert takes over (sim/recovery.py)")
-    p.add_argument("--backend", choices=("mnn", "executorch", "torch"), default="mnn", help="with --recovery")
+    p.add_argument("--backend", choices=LOOP_BACKENDS, default="mnn", help="with --recovery")
     p.add_argument("--handover", choices=("random", "failure"), default="random",
                    help="with --recovery: expert takes over at a seeded random tick, or at the policy's first failure sign")
     p.add_argument("--first-seed", type=int, default=None,

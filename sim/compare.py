@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from omni_vla.backends import LOOP_BACKENDS
+from omni_vla.core.chunking import STRATEGIES
 from omni_vla_sim.report import write_atomic
 
 Kind = Literal["backends", "chunking"]
-BACKENDS = ("torch", "executorch", "mnn")
-STRATEGIES = ("naive", "average", "rtc")
 DELAYS = (0, 1, 2, 4)  # 1: vla_node's own delay (MNN p95 under one 50 ms tick at 20 Hz)
 
 
@@ -25,7 +25,7 @@ def variants(kind: Kind, base: Any) -> dict[str, Any]:
         return type(base).model_validate({**base.model_dump(), **update})
 
     if kind == "backends":
-        return {b: with_(backend=b) for b in BACKENDS}
+        return {b: with_(backend=b) for b in LOOP_BACKENDS}
     if kind == "chunking":
         return {f"{s}_d{d}": with_(strategy=s, delay_ticks=d) for d in DELAYS for s in STRATEGIES}
     raise ValueError(f"unknown comparison {kind!r}; expected 'backends' or 'chunking'")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.core.settings import node_settings
 from omni_vla.ros.graph import config_dir
 from omni_vla.runtime.chunk_loop import read_any_manifest
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla demo", description=__doc__)
     p.add_argument("--bundle", type=existing_bundle, default=DEFAULT_BUNDLE,
                    help="policy bundle, exported or imported (default: the shipped bundles/reference)")
-    p.add_argument("--backend", default="mnn", choices=["mnn", "executorch"])
+    p.add_argument("--backend", default="mnn", choices=ROBOT_BACKENDS)
     p.add_argument("--episodes", type=positive_int, default=2, help="per task")
     p.add_argument("--tasks", nargs="+", default=sorted(TASKS), choices=sorted(TASKS), metavar="TASK",
                    help=f"one or more of {', '.join(sorted(TASKS))}")

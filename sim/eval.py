@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import multiprocessing as mp
 
@@ -29,7 +29,9 @@ from tqdm import tqdm
 
 import omni_vla
 from omni_vla.cameras import missing_cameras
-from omni_vla.core.settings import RUNTIME_BACKENDS, STRATEGIES, LoopSettings, RuntimeBackend, Strategy, node_settings
+from omni_vla.backends import LOOP_BACKENDS, LoopBackend
+from omni_vla.core.chunking import STRATEGIES, Strategy
+from omni_vla.core.settings import LoopSettings, node_settings
 from omni_vla.tools.errors import describe, is_user_error, non_negative_int, positive_int
 from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_safety.config import config_from_yaml
@@ -49,8 +51,9 @@ from omni_vla_sim.tasks import EVAL_SEED_BASE, TASKS, get_task
 REPO = Path(__file__).resolve().parent.parent
 # What vla_node runs (config/vla_node.yaml): the suite's defaults, so one file sets both.
 NODE = node_settings(REPO / "config" / "vla_node.yaml")
-Backend = Literal[RuntimeBackend, "torch", "expert", "openpi"]
-BACKENDS: tuple[str, ...] = (*RUNTIME_BACKENDS, "torch", "expert", "openpi")
+Agent = Literal["expert", "openpi"]  # driven by the simulator's expert or an OpenPI server, not by a bundle
+Backend = Literal[LoopBackend, Agent]
+BACKENDS: tuple[str, ...] = get_args(Backend)
 RECORD_FORMATS = ("hdf5", "mcap")
 
 
@@ -90,7 +93,7 @@ class EvalSettings(BaseModel):
     def _check(self) -> "EvalSettings":
         for t in self.tasks:
             get_task(t)
-        if self.backend in ("torch", "executorch", "mnn") and self.bundle_dir is None:
+        if self.backend in LOOP_BACKENDS and self.bundle_dir is None:
             raise ValueError(f"backend {self.backend!r} needs a bundle_dir")
         if (self.backend == "openpi" or self.replan) and not self.openpi_url:
             raise ValueError("backend 'openpi' and --replan need openpi_url (ws://host:port)")
@@ -375,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, saved_stdout: int) -> int:
     try:
         settings = EvalSettings(
-            backend=args.backend, bundle_dir=None if args.backend in ("expert", "openpi") else args.bundle,
+            backend=args.backend, bundle_dir=None if args.backend in get_args(Agent) else args.bundle,
             tasks=tuple(args.tasks), episodes=args.episodes, seed_base=args.seed_base, strategy=args.strategy,
             delay_ticks=args.delay, execution_horizon=args.execution_horizon, noise_scale=args.noise_scale,
             held_out=args.held_out, openpi_url=args.openpi_url,

@@ -37,6 +37,7 @@ from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from omni_vla.backends import LOOP_BACKENDS
 from omni_vla.cloud import codec
 from omni_vla.core.perception import ImageRejected, check_image
 from omni_vla.inference.policy import BundlePolicy
@@ -370,7 +371,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--horizon", type=positive_int, default=16, help="oracle: actions per plan")
     p.add_argument("--privileged-key", default="privileged/sim_state")
     p.add_argument("--bundle-dir", type=existing_bundle, default=None)
-    p.add_argument("--backend", choices=("mnn", "executorch", "onnx"), default="mnn")
+    p.add_argument("--backend", choices=LOOP_BACKENDS, default="mnn")
     p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--joint-limits", type=existing_file, default=robot.DEFAULT_LIMITS_FILE,
                    help="joint-limits file (YAML, URDF or MJCF); requests whose state is beyond it are refused")

@@ -16,9 +16,12 @@ Two buffers are swapped so that splicing allocates nothing.
 """
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
-STRATEGIES = ("rtc", "average", "naive")
+Strategy = Literal["rtc", "average", "naive"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 
 class ChunkQueue:

@@ -12,19 +12,16 @@ rebuilds the nesting before validating.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from omni_vla import JOINT_NAMES
+from omni_vla.backends import RobotBackend
 from omni_vla.cameras import parse_camera_topics
+from omni_vla.core.chunking import Strategy
 from omni_vla.core.cpu_list import parse_cpu_list
-
-Strategy = Literal["naive", "average", "rtc"]
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
-RuntimeBackend = Literal["executorch", "mnn"]
-RUNTIME_BACKENDS: tuple[str, ...] = get_args(RuntimeBackend)
 
 
 # Read at each use while the loop runs, so a set_parameters takes effect at the next tick or message;
@@ -182,7 +179,7 @@ class VlaNodeConfig(LoopSettings, WorkerSettings):
         "limits (joint_limits_file), under the supervisor's limit_margin, so it does not clamp ordinary motion; "
         "0: the plan's rows as they are",
     )
-    backend: RuntimeBackend = Field("mnn", description="inference runtime for the bundle")
+    backend: RobotBackend = Field("mnn", description="inference runtime for the bundle")
     threads: int = Field(1, ge=1, le=64, description="runtime threads (leave a core to the loop)")
     topics: TopicsConfig = Field(default_factory=TopicsConfig)
     compressed_images: bool = Field(False, description="subscribe <image topic>/compressed (sensor_msgs/CompressedImage)")

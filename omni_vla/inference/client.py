@@ -12,18 +12,21 @@ flight. Two clients implement this:
 """
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Callable, Protocol
 
 import numpy as np
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.cameras import CameraInput
 from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
 from omni_vla.runtime.chunk import ChunkRuntime
-from omni_vla.runtime.chunk_loop import ChunkLoopRuntime, is_chunk_bundle
-from omni_vla.runtime.vla import StagedVLARuntime, is_vla_bundle
+from omni_vla.runtime.chunk_loop import ChunkLoopRuntime
+from omni_vla.runtime.chunk_manifest import ChunkManifest
+from omni_vla.runtime.registry import (AnyManifest, flow_runtime, read_any_manifest, registered_runtime,
+                                       robot_module)
+from omni_vla.runtime.vla import StagedVLARuntime
 
 __all__ = ["ChunkResult", "InferenceClient", "RuntimeInputs", "SyncInference", "open_runtime"]
 
@@ -32,34 +35,40 @@ RuntimeFactory = Callable[[str, str, int], PolicyRuntime]
 pickled by reference into the worker process)."""
 
 
-# Imported by name when asked for: ExecuTorch's runtime imports torch, and the eager PyTorch reference
-# lives with the training code (never on the robot: vla_node's settings allow only executorch and mnn).
-_BACKENDS = {"mnn": ("omni_vla.runtime.mnn", "MNNRuntime"), "executorch": ("omni_vla.runtime.executorch", "ExecuTorchRuntime"),
-             "torch": ("omni_vla_policies.torch_runtime", "TorchRuntime")}
-
-
-_CHUNK_BACKENDS = {"mnn": "omni_vla.runtime.mnn", "executorch": "omni_vla.runtime.executorch"}
-
-
 def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
-    """Load and warm a bundle on `backend`; imported lazily, because ExecuTorch's runtime imports torch."""
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {sorted(_BACKENDS)}")
-    if backend in _CHUNK_BACKENDS and is_chunk_bundle(bundle_dir):  # an imported single-pass policy (format 3)
-        return ChunkLoopRuntime(open_chunk_runtime(backend, bundle_dir, threads))
-    if backend in _CHUNK_BACKENDS and is_vla_bundle(bundle_dir):  # a VLA exported stage by stage (format 3)
-        load = importlib.import_module(_CHUNK_BACKENDS[backend]).load_program
-        return StagedVLARuntime(Path(bundle_dir), backend, load, num_threads=threads)
-    module, cls = _BACKENDS[backend]
-    return getattr(importlib.import_module(module), cls)(Path(bundle_dir), num_threads=threads)
+    """Load and warm a bundle on `backend`. A robot backend reads the manifest once and opens the runtime of its kind;
+    any other (eager PyTorch) is a registered entry point, so the robot path never imports it."""
+    if backend not in ROBOT_BACKENDS:
+        return registered_runtime(backend)(Path(bundle_dir), num_threads=threads)
+    manifest = read_any_manifest(bundle_dir)
+    return _OPEN[manifest.kind](backend, Path(bundle_dir), threads, manifest)
 
 
-def open_chunk_runtime(backend: str, bundle_dir: str | Path, threads: int = 1) -> ChunkRuntime:
-    """Load and warm a kind-"chunk" bundle (format 3) on `backend`, its loader imported by name (torch for ExecuTorch)."""
-    if backend not in _CHUNK_BACKENDS:
-        raise ValueError(f"unknown backend {backend!r} for a chunk bundle; expected one of {sorted(_CHUNK_BACKENDS)}")
-    load = importlib.import_module(_CHUNK_BACKENDS[backend]).load_chunk_program
-    return ChunkRuntime(Path(bundle_dir), backend, load, num_threads=threads)
+def open_chunk_runtime(backend: str, bundle_dir: str | Path, threads: int = 1,
+                       manifest: ChunkManifest | None = None) -> ChunkRuntime:
+    """Load and warm a kind-"chunk" bundle (format 3) on a robot backend (its module imported now: torch for
+    ExecuTorch)."""
+    load = robot_module(backend).load_chunk_program
+    return ChunkRuntime(Path(bundle_dir), backend, load, num_threads=threads, manifest=manifest)
+
+
+def _open_flow(backend: str, bundle_dir: Path, threads: int, manifest: AnyManifest) -> PolicyRuntime:
+    return flow_runtime(backend)(bundle_dir, num_threads=threads, manifest=manifest)
+
+
+def _open_chunk(backend: str, bundle_dir: Path, threads: int, manifest: AnyManifest) -> PolicyRuntime:
+    return ChunkLoopRuntime(open_chunk_runtime(backend, bundle_dir, threads, manifest))  # type: ignore[arg-type]
+
+
+def _open_vla(backend: str, bundle_dir: Path, threads: int, manifest: AnyManifest) -> PolicyRuntime:
+    load = robot_module(backend).load_program
+    return StagedVLARuntime(bundle_dir, backend, load, num_threads=threads, manifest=manifest)  # type: ignore[arg-type]
+
+
+# How each bundle kind (omni_vla.backends.BUNDLE_KINDS) is opened on a robot backend.
+_OPEN: dict[str, Callable[[str, Path, int, AnyManifest], PolicyRuntime]] = {
+    "flow": _open_flow, "chunk": _open_chunk, "vla": _open_vla,
+}
 
 
 def instruction_error(text: str, exc: BaseException) -> str:

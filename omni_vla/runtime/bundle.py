@@ -19,14 +19,12 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from omni_vla.backends import LIBRARY_OF, ArtifactFormat
 from omni_vla.cameras import REFERENCE_CAMERAS, CameraInput
 
 BUNDLE_FORMAT = "omni_vla.bundle/2"
 MANIFEST_NAME = "manifest.json"
 STAGES = ("prefix", "flow_init", "flow_step", "flow_finish")
-Backend = Literal["executorch", "mnn", "onnx"]
-# Library whose version must equal the one that wrote each backend's artifacts.
-BACKEND_LIBRARY = {"executorch": "executorch", "mnn": "mnn", "onnx": "onnx"}
 
 
 class BundleError(RuntimeError):
@@ -54,7 +52,7 @@ class ArtifactSpec(_Strict):
 class StageSpec(_Strict):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    artifacts: dict[Backend, ArtifactSpec]
+    artifacts: dict[ArtifactFormat, ArtifactSpec]
     graph: str = "reference"  # how the exported graph was built from the checkpoint's modules (e.g. a folded form)
 
 
@@ -105,6 +103,11 @@ class BundleManifest(_Strict):
     versions: dict[str, str]
     training: TrainingInfo
     torch_checkpoint: ArtifactSpec | None = None  # policy.pt: weights for eager PyTorch (parity, bench, re-export)
+
+    @property
+    def kind(self) -> Literal["flow"]:
+        """Format 2 has one kind and no `kind` field; stated here so every manifest names its kind."""
+        return "flow"
 
     @property
     def cameras(self) -> tuple[CameraInput, ...]:
@@ -197,14 +200,18 @@ def write_manifest(bundle_dir: str | Path, manifest: BundleManifest) -> Path:
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_json_model(path: Path, model: type[M], fmt: str) -> M:
-    """Parse and validate a JSON manifest; a wrong format version is named before schema errors."""
+def read_json(path: Path) -> object:
+    """The parsed JSON of a manifest; a missing or unparsable file is refused naming it."""
     if not path.is_file():
         raise BundleError(f"{path}: no manifest (is {path.parent} a bundle directory?)")
     try:
-        raw = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BundleError(f"{path}: not valid JSON ({e})") from e
+
+
+def validate_json(path: Path, raw: object, model: type[M], fmt: str) -> M:
+    """Validate parsed JSON read from `path`; a wrong format version is named before schema errors."""
     got = raw.get("format") if isinstance(raw, dict) else None
     if got != fmt:
         raise BundleError(f"{path}: format {got!r}, this runtime reads {fmt!r}; re-export the bundle")
@@ -212,6 +219,11 @@ def read_json_model(path: Path, model: type[M], fmt: str) -> M:
         return model.model_validate(raw)
     except ValidationError as e:
         raise BundleError(f"{path}: invalid manifest: {e}") from e
+
+
+def read_json_model(path: Path, model: type[M], fmt: str) -> M:
+    """Parse and validate a JSON manifest."""
+    return validate_json(path, read_json(path), model, fmt)
 
 
 def read_manifest(bundle_dir: str | Path) -> BundleManifest:
@@ -245,11 +257,13 @@ def check_version(manifest_versions: dict[str, str], dist: str, strict: bool = T
         raise BundleError(f"bundle was exported with {dist} {want}, installed is {have}; re-export the bundle with this {dist}")
 
 
-def load_bundle(bundle_dir: str | Path, backend: Backend, check_versions: bool = True) -> tuple[BundleManifest, dict[str, Path]]:
-    """Validated manifest and the verified artifact path of each stage for `backend`."""
+def load_bundle(bundle_dir: str | Path, backend: ArtifactFormat, check_versions: bool = True,
+                manifest: BundleManifest | None = None) -> tuple[BundleManifest, dict[str, Path]]:
+    """Validated manifest (read here unless the caller has read it) and the verified artifact path of each stage
+    for `backend`."""
     bundle_dir = Path(bundle_dir)
-    manifest = read_manifest(bundle_dir)
-    check_version(manifest.versions, BACKEND_LIBRARY[backend], strict=check_versions)
+    manifest = read_manifest(bundle_dir) if manifest is None else manifest
+    check_version(manifest.versions, LIBRARY_OF[backend], strict=check_versions)
     paths: dict[str, Path] = {}
     for stage in STAGES:
         spec = manifest.stages[stage].artifacts.get(backend)

@@ -12,8 +12,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from omni_vla.backends import LIBRARY_OF
 from omni_vla.runtime.base import check_array
-from omni_vla.runtime.bundle import (BACKEND_LIBRARY, MANIFEST_NAME, BundleError, check_version, read_json_model,
+from omni_vla.runtime.bundle import ( MANIFEST_NAME, BundleError, check_version, read_json_model,
                                      verify_artifact)
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest, ChunkStageSpec
 
@@ -32,16 +33,17 @@ class ChunkRuntime:
     """One kind-"chunk" bundle on one backend: `infer(images, state, out)` writes the raw chunk into `out`."""
 
     def __init__(self, bundle_dir: str | Path, backend: str, load_program: LoadProgram, num_threads: int = 1,
-                 check_versions: bool = True, warmup: bool = True) -> None:
+                 check_versions: bool = True, warmup: bool = True, manifest: ChunkManifest | None = None) -> None:
+        """`manifest`: the bundle's, when the caller has read it (runtime/registry.py read_any_manifest)."""
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self.bundle_dir = Path(bundle_dir)
-        self.manifest = m = read_chunk_manifest(self.bundle_dir)
+        self.manifest = m = read_chunk_manifest(self.bundle_dir) if manifest is None else manifest
         stage = m.stages[CHUNK_STAGE]
         spec = stage.artifacts.get(backend)  # type: ignore[call-overload]
         if spec is None:
             raise BundleError(f"{self.bundle_dir}: no {backend} artifact; the bundle has {sorted(stage.artifacts)}")
-        check_version(m.versions, BACKEND_LIBRARY[backend], strict=check_versions)  # type: ignore[index]
+        check_version(m.versions, LIBRARY_OF[backend], strict=check_versions)  # type: ignore[index]
         path = verify_artifact(self.bundle_dir, spec)
         self.backend, self.num_threads = backend, num_threads
         self.cameras = [c.name for c in m.cameras]

@@ -8,18 +8,17 @@ language.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from omni_vla.cameras import CameraInput, check_camera_name
-from omni_vla.runtime.bundle import MANIFEST_NAME, BundleError, BundleManifest, read_manifest
-from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
-from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, ChunkManifest
-from omni_vla.runtime.vla import is_vla_bundle, read_vla_manifest
-from omni_vla.runtime.vla_manifest import VLAManifest
+from omni_vla.runtime.bundle import BundleError
+from omni_vla.runtime.chunk import ChunkRuntime
+from omni_vla.runtime.registry import read_any_manifest, sniff_kind
+
+__all__ = ["ChunkLoopRuntime", "is_chunk_bundle", "read_any_manifest"]  # read_any_manifest: vla_node imports it here
 
 
 class ChunkLoopRuntime:
@@ -62,16 +61,4 @@ class ChunkLoopRuntime:
 
 def is_chunk_bundle(bundle_dir: str | Path) -> bool:
     """Whether `bundle_dir`'s manifest declares format 3 kind chunk (read without validating the rest)."""
-    try:
-        raw = json.loads((Path(bundle_dir) / MANIFEST_NAME).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(raw, dict) and raw.get("format") == CHUNK_FORMAT and raw.get("kind") == "chunk"
-
-
-def read_any_manifest(bundle_dir: str | Path) -> BundleManifest | ChunkManifest | VLAManifest:
-    """The validated manifest of a bundle of any format and kind (docs/bundle_format.md); all name their `policy`,
-    `joint_names` and `cameras`."""
-    if is_chunk_bundle(bundle_dir):
-        return read_chunk_manifest(bundle_dir)
-    return read_vla_manifest(bundle_dir) if is_vla_bundle(bundle_dir) else read_manifest(bundle_dir)
+    return sniff_kind(bundle_dir) == "chunk"

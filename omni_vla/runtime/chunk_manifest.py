@@ -11,8 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from omni_vla.backends import ArtifactFormat
 from omni_vla.cameras import check_camera_name
-from omni_vla.runtime.bundle import ArtifactSpec, Backend, TensorSpec
+from omni_vla.runtime.bundle import ArtifactSpec, TensorSpec
 
 CHUNK_FORMAT = "omni_vla.bundle/3"
 CHUNK_STAGE = "policy"
@@ -69,7 +70,7 @@ class InstructionInputSpec(_Strict):
 class ChunkStageSpec(_Strict):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    artifacts: dict[Backend, ArtifactSpec]
+    artifacts: dict[ArtifactFormat, ArtifactSpec]
 
 
 class Format3Manifest(_Strict):

@@ -18,7 +18,7 @@ from executorch.extension.pybindings import portable_lib
 from executorch.runtime import Runtime
 
 from omni_vla.runtime.base import BundleRuntimeBase
-from omni_vla.runtime.bundle import BundleError, load_bundle
+from omni_vla.runtime.bundle import BundleError, BundleManifest, load_bundle
 from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.runtime.text import TextEncoderFn
@@ -93,10 +93,11 @@ class ExecuTorchRuntime(BundleRuntimeBase):
     backend = "executorch"
     make_text_encoder = staticmethod(make_executorch_encoder)
 
-    def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True) -> None:
+    def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True,
+                 manifest: BundleManifest | None = None) -> None:
         bundle_dir = Path(bundle_dir)
         self._methods: dict = {}
-        manifest, paths = load_bundle(bundle_dir, "executorch", check_versions=check_versions)
+        manifest, paths = load_bundle(bundle_dir, "executorch", check_versions=check_versions, manifest=manifest)
         set_executorch_threads(num_threads)  # before anything (text encoder included) is loaded
         self._init_common(bundle_dir, manifest, num_threads)
         _LIVE_RUNTIMES.add(self)

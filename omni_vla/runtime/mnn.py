@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from omni_vla.runtime.base import BundleRuntimeBase
-from omni_vla.runtime.bundle import BundleError, load_bundle
+from omni_vla.runtime.bundle import BundleError, BundleManifest, load_bundle
 from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.runtime.text import TextEncoderFn
@@ -90,10 +90,11 @@ class MNNRuntime(BundleRuntimeBase):
     backend = "mnn"
     make_text_encoder = staticmethod(make_mnn_encoder)
 
-    def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True) -> None:
+    def __init__(self, bundle_dir: str | Path, num_threads: int = 1, check_versions: bool = True, warmup: bool = True,
+                 manifest: BundleManifest | None = None) -> None:
         MNN = import_mnn()
         bundle_dir = Path(bundle_dir)
-        manifest, paths = load_bundle(bundle_dir, "mnn", check_versions=check_versions)
+        manifest, paths = load_bundle(bundle_dir, "mnn", check_versions=check_versions, manifest=manifest)
         self._init_common(bundle_dir, manifest, num_threads)
         self._rt = MNN.nn.create_runtime_manager(({"backend": "CPU", "precision": "high", "numThread": num_threads},))
         self._modules = {}

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from tokenizers import Tokenizer as HFTokenizer
 
+from omni_vla.backends import ArtifactFormat
 from omni_vla.runtime.bundle import (
     ArtifactSpec, BundleError, BundleManifest, check_version, read_json_model, verify_artifact,
 )
@@ -42,7 +43,7 @@ class TextEncoderManifest(BaseModel):
     max_tokens: int
     embedding_dim: int
     tokenizer: ArtifactSpec
-    artifacts: dict[Literal["executorch", "mnn", "onnx"], ArtifactSpec]
+    artifacts: dict[ArtifactFormat, ArtifactSpec]
     versions: dict[str, str]
 
 

@@ -14,18 +14,18 @@ deterministic chunks here as with every other bundle.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from omni_vla.backends import LIBRARY_OF
 from omni_vla.cameras import CameraInput
 from omni_vla.runtime.base import check_array
-from omni_vla.runtime.bundle import (BACKEND_LIBRARY, MANIFEST_NAME, BundleError, check_version, read_json_model,
-                                     verify_artifact)
+from omni_vla.runtime.bundle import MANIFEST_NAME, BundleError, check_version, read_json_model, verify_artifact
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, ChunkStageSpec
+from omni_vla.runtime.registry import sniff_kind
 from omni_vla.runtime.vla_manifest import VLA_KIND, VLA_STAGES, VLAManifest
 
 # (artifact, stage spec, the runtime's input buffers, threads) -> run() returning every output (overwritten next run)
@@ -34,11 +34,7 @@ LoadProgram = Callable[[Path, ChunkStageSpec, Sequence[np.ndarray], int], Callab
 
 def is_vla_bundle(bundle_dir: str | Path) -> bool:
     """Whether `bundle_dir`'s manifest declares format 3 kind vla (read without validating the rest)."""
-    try:
-        raw = json.loads((Path(bundle_dir) / MANIFEST_NAME).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(raw, dict) and raw.get("format") == CHUNK_FORMAT and raw.get("kind") == VLA_KIND
+    return sniff_kind(bundle_dir) == VLA_KIND
 
 
 def read_vla_manifest(bundle_dir: str | Path) -> VLAManifest:
@@ -49,12 +45,13 @@ class StagedVLARuntime:
     """PolicyRuntime over a kind-"vla" bundle on one backend (see runtime/base.py for the interface)."""
 
     def __init__(self, bundle_dir: str | Path, backend: str, load_program: LoadProgram, num_threads: int = 1,
-                 check_versions: bool = True, warmup: bool = True) -> None:
+                 check_versions: bool = True, warmup: bool = True, manifest: VLAManifest | None = None) -> None:
+        """`manifest`: the bundle's, when the caller has read it (runtime/registry.py read_any_manifest)."""
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self.bundle_dir = Path(bundle_dir)
-        self.manifest = m = read_vla_manifest(self.bundle_dir)
-        check_version(m.versions, BACKEND_LIBRARY[backend], strict=check_versions)  # type: ignore[index]
+        self.manifest = m = read_vla_manifest(self.bundle_dir) if manifest is None else manifest
+        check_version(m.versions, LIBRARY_OF[backend], strict=check_versions)  # type: ignore[index]
         self.backend, self.num_threads = backend, num_threads
         self.cameras = tuple(CameraInput(c.name, c.height, c.width) for c in m.cameras)
         self.joint_names = m.joint_names

@@ -30,7 +30,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from omni_vla.core.settings import RUNTIME_BACKENDS
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
@@ -328,7 +328,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=non_negative_float, default=5.0, help="seconds after the first proposal not measured")
     p.add_argument("--startup-timeout", type=positive_float, default=120.0, help="seconds to wait for the first proposal")
     p.add_argument("--bundle", type=existing_bundle, default=REPO / "bundles" / "reference")
-    p.add_argument("--backend", default="mnn", choices=RUNTIME_BACKENDS)
+    p.add_argument("--backend", default="mnn", choices=ROBOT_BACKENDS)
     p.add_argument("--domain", type=int, default=0, help="ROS_DOMAIN_ID (0: a random one per run)")
     p.add_argument("--safety-module", default="omni_vla_safety.node",
                    help="module run as safety_supervisor (A/B comparisons of supervisor versions)")

@@ -32,10 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.cloud import ReplanConfig, Replanner
 from omni_vla.core.assembly import build_loop
+from omni_vla.core.chunking import STRATEGIES
 from omni_vla.core.loop import Scheduler
-from omni_vla.core.settings import STRATEGIES, LoopSettings
+from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import open_runtime
 from omni_vla.inference.worker import ProcessInference
 from omni_vla.tools.errors import non_negative_float, non_negative_int, positive_int
@@ -258,7 +260,7 @@ def _rates(text: str) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="omni-vla bench loop", description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=Path, default=Path("bundles/reference"), help="exported bundle directory")
-    p.add_argument("--backends", default="mnn,executorch", help="comma list")
+    p.add_argument("--backends", default=",".join(reversed(ROBOT_BACKENDS)), help=f"comma list of {ROBOT_BACKENDS}")
     p.add_argument("--rates", type=_rates, default="50,100", help="comma list of loop rates (Hz)")
     p.add_argument("--ticks", type=positive_int, default=10_000, help="measured ticks per backend, rate and round")
     p.add_argument("--rounds", type=positive_int, default=1,

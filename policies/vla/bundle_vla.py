@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import ValidationError
 from tokenizers import Tokenizer
 
+from omni_vla.backends import ROBOT_BACKENDS, SUFFIX_OF
 from omni_vla.errors import explain
 from omni_vla.runtime.bundle import artifact_spec, read_manifest, write_json_atomic
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
@@ -33,7 +34,6 @@ from omni_vla_policies.vla.smolvla_config import SmolVLAArch
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "bundles" / "reference"
-SUFFIX = {"executorch": "pte", "mnn": "mnn", "onnx": "onnx"}
 
 
 def language_table(texts: list[str], arch: SmolVLAArch) -> tuple[str, dict[str, list[int]]]:
@@ -82,7 +82,7 @@ def _place(src: Path, dst: Path, link: bool) -> None:
 
 
 def write_vla_bundle(art: Path, out: Path, *, rate_hz: float, execute_steps: int, max_prefix: int,
-                     backends: tuple[str, ...] = ("executorch", "mnn"), robot: Path = REFERENCE,
+                     backends: tuple[str, ...] = ROBOT_BACKENDS, robot: Path = REFERENCE,
                      link: bool = False, policy: str = "lerobot_smolvla") -> VLAManifest:
     """Validate, then write `out` (artifacts, then manifest.json last and atomically); returns the manifest."""
     arch = SmolVLAArch.model_validate_json((art / "arch.json").read_text())
@@ -96,7 +96,7 @@ def write_vla_bundle(art: Path, out: Path, *, rate_hz: float, execute_steps: int
     for stage, (ins, outs) in stage_specs(arch).items():
         arts = {}
         for b in backends:
-            src = art / f"{stage}.{SUFFIX[b]}"
+            src = art / f"{stage}.{SUFFIX_OF[b]}"
             if not src.is_file():
                 raise FileNotFoundError(f"{src} is missing: export it with export_vla --backends {b}")
             arts[b] = artifact_spec(art, src.name).model_dump()  # hashed at the source: placed unchanged below
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate-hz", type=float, required=True, help="the control rate the bundle states")
     p.add_argument("--execute-steps", type=int, required=True, help="actions executed per chunk (the loop's default)")
     p.add_argument("--max-prefix", type=int, default=None, help="rows RTC may pin (default: chunk length - 1)")
-    p.add_argument("--backends", default="executorch,mnn")
+    p.add_argument("--backends", default=",".join(ROBOT_BACKENDS))
     p.add_argument("--robot", type=Path, default=REFERENCE, help="a format-2 bundle giving joints and statistics")
     p.add_argument("--link", action="store_true", help="hard-link the artifacts instead of copying them")
     args = p.parse_args(argv)
@@ -147,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     arch = SmolVLAArch.model_validate_json((args.art / "arch.json").read_text())
     backends = tuple(b for b in args.backends.split(",") if b)
-    if not backends or set(backends) - set(SUFFIX):
-        print(f"bundle_vla: unknown backend(s) {sorted(set(backends) - set(SUFFIX))} in --backends {args.backends!r}; "
-              f"expected some of {sorted(SUFFIX)}", file=sys.stderr)
+    if not backends or set(backends) - set(SUFFIX_OF):
+        print(f"bundle_vla: unknown backend(s) {sorted(set(backends) - set(SUFFIX_OF))} in --backends {args.backends!r}; "
+              f"expected some of {sorted(SUFFIX_OF)}", file=sys.stderr)
         return 2
     try:
         m = write_vla_bundle(args.art, args.out, rate_hz=args.rate_hz, execute_steps=args.execute_steps,

@@ -19,11 +19,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from omni_vla.backends import ARTIFACT_FORMATS
 from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioner, export_onnx, export_pte, versions
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict, stage_inputs, stage_modules
 from omni_vla_policies.vla.smolvla_config import SIZES, SmolVLAArch
 
-BACKENDS = ("onnx", "executorch", "mnn")
 
 
 def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> SmolVLA:
@@ -62,7 +62,7 @@ def int8_dynamic(model: SmolVLA) -> SmolVLA:
     return q.eval()
 
 
-def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = BACKENDS, stages: tuple[str, ...] | None = None,
+def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = ARTIFACT_FORMATS, stages: tuple[str, ...] | None = None,
                   log=print, int8: bool = False, delegate: str = "xnnpack") -> dict:  # noqa: ANN001
     """Each stage to each backend (int8: the quantised onnx/mnn variants); returns {stage: {backend: {"bytes",
     "export_s"}}}."""
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--size", choices=sorted(SIZES), default="full")
     p.add_argument("--weights", type=Path, default=None, help="LeRobot SmolVLAPolicy model.safetensors")
-    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument("--backends", default=",".join(ARTIFACT_FORMATS))
     p.add_argument("--stages", default="vision,prefix,step,finish")
     p.add_argument("--state-dim", type=int, default=None, help="the robot's state width (default: the size's)")
     p.add_argument("--action-dim", type=int, default=None, help="the robot's action width, what finish keeps")
@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                    "(int8 weights and activations), MNN weight-only")
     args = p.parse_args(argv)
     backends = tuple(b for b in args.backends.split(",") if b)
-    if bad := [b for b in backends if b not in BACKENDS]:
-        print(f"unknown backend(s) {bad}: expected some of {list(BACKENDS)}", file=sys.stderr)
+    if bad := [b for b in backends if b not in ARTIFACT_FORMATS]:
+        print(f"unknown backend(s) {bad}: expected some of {list(ARTIFACT_FORMATS)}", file=sys.stderr)
         return 2
     if args.delegate != "xnnpack" and (args.int8 or backends != ("executorch",)):
         print(f"--delegate {args.delegate}: expected --backends executorch and no --int8", file=sys.stderr)

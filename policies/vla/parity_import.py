@@ -10,7 +10,6 @@ seconds of one whole inference. Exit 2 with one line on a missing or mismatched 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -20,19 +19,18 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.chunk_manifest import ChunkStageSpec
+from omni_vla.runtime.registry import robot_module
 from omni_vla.runtime.vla import StagedVLARuntime
 from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
 from omni_vla_policies.vla.parity_vla import snr_db
 
-LOADERS = {"executorch": "omni_vla.runtime.executorch", "mnn": "omni_vla.runtime.mnn"}
-
-
 def open_vla(bundle: Path, backend: str, threads: int = 1) -> StagedVLARuntime:
     """The bundle on a robot runtime, its loader imported by name (ExecuTorch's imports torch)."""
-    return StagedVLARuntime(bundle, backend, importlib.import_module(LOADERS[backend]).load_program, num_threads=threads)
+    return StagedVLARuntime(bundle, backend, robot_module(backend).load_program, num_threads=threads)
 
 
 def eager_loader(model: SmolVLA) -> Callable:
@@ -100,12 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("bundle", type=Path)
     p.add_argument("io", type=Path)
     p.add_argument("--task", required=True, help="the instruction LeRobot's pipeline was given")
-    p.add_argument("--backends", default="executorch,mnn")
+    p.add_argument("--backends", default=",".join(ROBOT_BACKENDS))
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     backends = [b for b in a.backends.split(",") if b]
-    if not backends or set(backends) - set(LOADERS):
-        print(f"parity_import: --backends {a.backends!r}: expected some of {','.join(LOADERS)}", file=sys.stderr)
+    if not backends or set(backends) - set(ROBOT_BACKENDS):
+        print(f"parity_import: --backends {a.backends!r}: expected some of {','.join(ROBOT_BACKENDS)}", file=sys.stderr)
         return 2
     try:
         io = dict(np.load(a.io))

@@ -11,13 +11,14 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from omni_vla.backends import ARTIFACT_OF, EAGER, PROGRAM_BACKENDS, SUFFIX_OF
 from omni_vla.runtime.mnn import import_mnn
 from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
 
 StageFn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
-BACKENDS = ("torch", "onnxruntime", "executorch", "mnn")
-SUFFIX = {"onnxruntime": "onnx", "executorch": "pte", "mnn": "mnn"}
+BACKENDS = PROGRAM_BACKENDS
+SUFFIX = {backend: SUFFIX_OF[artifact] for backend, artifact in ARTIFACT_OF.items()}  # backend -> file it loads
 
 
 def torch_stage(model: SmolVLA, stage: str, threads: int) -> StageFn:
@@ -88,7 +89,7 @@ def mnn_stage(path: Path, stage: str, threads: int) -> StageFn:
 
 def load_stage(backend: str, stage: str, threads: int, model: SmolVLA | None = None, art_dir: Path | None = None) -> StageFn:
     """`torch` runs the eager stage module; the others load art_dir/<stage>.<suffix>."""
-    if backend == "torch":
+    if backend == EAGER:
         assert model is not None
         return torch_stage(model, stage, threads)
     assert art_dir is not None
