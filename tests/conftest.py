@@ -1,9 +1,11 @@
 """Shared test set-up: headless EGL rendering, DDS isolation per test run, and the import path.
 
 Tests live in folders mirroring the packages (core/, runtime/, inference/, cloud/, ros/, safety/, sim/,
-policies/, tools/); shared doubles and fixtures in support/ and in the test modules that other
-folders reuse (e.g. inference/test_inference.py's ToyRuntime, whose factory the worker process
-imports by module name). Every folder goes on sys.path, so those modules import by their names.
+policies/, tools/); what more than one test module uses (doubles such as ToyRuntime, rigs, fixtures) lives in
+support/, and no test module imports another. Only support/ goes on sys.path, so its modules import by their
+names from any folder, and a worker process spawned from a test can import a factory from them (spawn passes
+sys.path on). A folder's own helpers (safety/'s fuzzer and oracle) are found because pytest puts the folder of
+the test module it imports on sys.path.
 """
 from __future__ import annotations
 
@@ -20,10 +22,9 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
-_TESTS = Path(__file__).resolve().parent
-for _folder in sorted(p for p in _TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "data"))):
-    if str(_folder) not in sys.path:
-        sys.path.append(str(_folder))
+_SUPPORT = str(Path(__file__).resolve().parent / "support")
+if _SUPPORT not in sys.path:
+    sys.path.append(_SUPPORT)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -76,7 +76,6 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "ament_index_python": PROJECT,  # exists only in a sourced ROS install
     **{m: ("omni_vla.tools", "omni_vla_sim") for m in ROS},  # extra "ros": tools/sim verbs that run without ROS
 }
-# Not fixable here: safety/ is frozen while its mutation testing runs (its owner fixes these).
 
 
 @dataclass(frozen=True)

@@ -427,7 +427,7 @@ def test_random_operation_sequences_match_the_model(operations: list) -> None:
             assert q.remaining(t) == m.remaining(t), t
 
 
-# ------------------------------------------------------------------- found by mutation testing
+# ------------------------------------- tick indexing, strategy names compared by value, copy ranges, one-row prefixes
 def test_average_indexes_the_new_chunk_by_tick_when_the_old_queue_starts_far_later() -> None:
     q = ChunkQueue(H, D)
     q.splice(chunk(0), t0=4, t1=6, strategy="naive")  # ticks 6..11 hold rows 2..7

@@ -2,9 +2,10 @@
 iff the delay d satisfies d + max(s, d) <= H. The prediction (`delay_headroom`) is checked against what the
 controller really does over every (H, s, d) of a small grid, and the advice names a rate that would fit.
 
-The starvation advice is checked against the loop itself: the covered delay `d_max` the advice states is compared with the largest delay for which a real loop (build_loop,
-SyncInference, 60 ticks) executes a command on every tick from the first chunk on; odd horizons and step counts
-below half the horizon are where ceil(H/2), floor(H/2) and H - s part. The advised rate is re-run as a loop.
+The starvation advice is checked against the loop itself: the covered delay `d_max` the advice states is
+compared with the largest delay for which a real loop (build_loop, SyncInference, 60 ticks) executes a command on
+every tick from the first chunk on; odd horizons and step counts below half the horizon are where ceil(H/2),
+floor(H/2) and H - s part. The advised rate is re-run as a loop.
 """
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from bundles import tiny_bundle
 from omni_vla.inference.client import SyncInference, draw_noise, open_runtime
 from omni_vla.inference.worker import ProcessInference
+from tiny_bundles import tiny_bundle
 from toy_runtime import D, H, STEP, ToyRuntime, toy_factory
 
 

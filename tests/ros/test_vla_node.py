@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import tiny_bundle
 from rosutil import REPO, free_domain_id, run_against_node
+from tiny_bundles import tiny_bundle
 from vla_node_io import INSTRUCTION, JOINTS, image_msg
 
 PARAMS_FILE = REPO / "config" / "vla_node.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import tiny_bundle
 from rosutil import REPO, free_domain_id
+from tiny_bundles import tiny_bundle
 
 PARAMS_FILE = REPO / "config" / "vla_node.yaml"
 

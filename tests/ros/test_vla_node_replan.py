@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
-from bundles import tiny_bundle
 from omni_vla_sim.openpi_server import PolicyServer
 from rosutil import REPO, run_against_node
+from tiny_bundles import tiny_bundle
 from vla_node_io import INSTRUCTION, JOINTS, image_msg
 
 PLAN = np.array([0.2, -0.5, 0.1, -2.0, 0.05, 1.7, 0.6, 0.03])

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from robot_descriptions import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
+from mujoco_robot_limits import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
 from safety_fuzz import Robot
 from safety_oracle import Joint, joints_from_yaml
 

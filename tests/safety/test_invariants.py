@@ -2,8 +2,8 @@
 
 Hypothesis drives a state machine over plausible moves, far out-of-range and huge finite targets,
 NaN/inf, reversals, wrong lengths and names, old/future/NaN stamps, dropouts of commands and of
-joint states, e-stop latch and release, at 100 Hz and 1 kHz; named regressions pin each fault
-the oracle found in the supervisor before (see the module docstrings of safety/limiter.py).
+joint states, e-stop latch and release, at 100 Hz and 1 kHz; named cases pin ordinary faults that can break
+an invariant (the module docstrings of safety/limiter.py say how the limiter keeps each).
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ SupervisorMachine.TestCase.settings = settings(max_examples=100, stateful_step_c
 test_supervisor_state_machine = SupervisorMachine.TestCase
 
 
-# ---- named regressions: each was an invariant broken by an ordinary fault ----
+# ---- named cases: an ordinary fault that can break an invariant ----
 
 def moving_rig(rate_hz: float = 100.0, **overrides: object) -> Rig:
     rig = Rig(PANDA, config_for(PANDA, rate_hz, **overrides), HOME)
@@ -299,7 +299,8 @@ def test_limiter_refuses_a_joint_without_velocity_or_acceleration_limits() -> No
 
 
 def test_watchdog_stop_at_1khz_with_uniform_scaling_never_reverses_a_joint() -> None:
-    """A sequence the state machine once drew that made the limiter reverse a joint while stopping."""
+    """A watchdog stop at 1 kHz with uniform scaling, after non-finite states, far proposals and malformed
+    commands: no joint reverses while the arm stops."""
     m = SupervisorMachine()
     m.start(rate=1000.0, uniform=True, saturate=True, seed=37316, outside=False)
     steps = ([("bad_joint_state", {"kind": "nan"})] * 2 + [("ticks", {"n": 40, "states": True})]

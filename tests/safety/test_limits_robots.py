@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mujoco
 import pytest
-from robot_descriptions import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
+from mujoco_robot_limits import DESCRIPTIONS, ROBOTS, compile_without_meshes, mujoco_limits
 
 from omni_vla_safety.limits import LimitsError, load_enforced_limits, load_limit_sets, load_sources
 from omni_vla_safety.limits_table import main as limits_main

@@ -169,7 +169,7 @@ def test_hinge_ranges_in_degrees_unless_radian_and_slides_never_converted() -> N
     assert deg["h"].origin["position"].endswith(" range deg>") and deg["s"].origin["position"].endswith(" range>")
 
 
-# --- mutation run of limits_sources at 6a7b74b ---
+# --- MJCF actuators and defaults: which actuator is a position servo, what narrows a range or an effort ---
 
 def test_default_general_actuator_makes_a_position_servo_of_the_class() -> None:
     src = parse_xml_sources(mjcf('<joint name="j" range="0 2"/>', '<general joint="j" ctrlrange="0.5 1"/>',
@@ -333,7 +333,7 @@ def test_actuator_force_range_alone_switches_the_effort_limit_on_and_sub_unit_ra
     assert src["c"].fields["has_effort_limits"] is True and src["c"].fields["max_effort"] == 0.5
 
 
-# --- mutation run of limits_table (the `omni-vla limits` CLI) at 6a7b74b ---
+# --- limits_table: the `omni-vla limits` CLI's JSON rows, table and help ---
 
 TABLE_URDF = """<robot name="r"><link name="l0"/><link name="l1"/><link name="l2"/><link name="l3"/>
   <joint name="a" type="revolute"><parent link="l0"/><child link="l1"/>

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bundles import tiny_bundle
 from rosutil import REPO
+from tiny_bundles import tiny_bundle
 
 
 @pytest.mark.slow
