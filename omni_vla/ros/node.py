@@ -23,18 +23,16 @@ time, counted in diagnostics. The core only sees seconds and clock callables. No
 jumping back (a simulation reset) holds the loop until time passes its last deadline, and inference
 latency (hence the RTC delay in ticks) is measured in wall time.
 
-Diagnostics levels (diagnostic_msgs): OK commanding (or inactive by lifecycle); WARN waiting for
-first data/instruction/chunk, or data stopped arriving (STALE state: the node itself is alive, so
-not the DiagnosticStatus.STALE level, which monitors use for a status that stopped coming), or
-unusable stamps; ERROR a failed or restarting inference worker or a refused instruction.
-hardware_id is "<policy>@<manifest sha256[:8]> (<backend>)": what this status is about is the
+The node is an adapter: configure reads the parameters and picks the clocks, the rest is
+omni_vla.ros.assembly (ROS-free); diagnostics are built by omni_vla.ros.diagnostics (levels there);
+the tick steps the loop on a snapshot of the observation (omni_vla.ros.observation), so callbacks
+never wait for a step. hardware_id is "<policy>@<manifest sha256[:8]> (<backend>)": what this status is about is the
 exported model running on a runtime; the hash changes with every re-export, so an operator can tell
 which model version on which backend misbehaves (the robot is told by the namespace of the node).
 """
 from __future__ import annotations
 
 import array
-import hashlib
 import sys
 import threading
 from typing import Any, Callable
@@ -53,28 +51,25 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from omni_vla.cameras import CameraInput, missing_cameras
 from omni_vla.cloud import Replanner
-from omni_vla.core.assembly import Loop, build_loop
+from omni_vla.core.assembly import Loop
 from omni_vla.core.controller import Controller
 from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler
 from omni_vla.core.perception import ImageRejected, JointStateRejected, ObservationStore, check_encoding
 from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
-from omni_vla.ros.interrupt import ros_main, spin_until_stopped
-from omni_vla.ros.parameters import coerce, descriptor, explain, model_fields, plain, unknown_overrides
-from omni_vla.ros.paths import resolve_bundle_dir
-from omni_vla.ros.replan_io import ReplanIO, open_replanner
-from omni_vla.runtime.bundle import BundleError
-from omni_vla.runtime.chunk_loop import read_any_manifest
-from omni_vla_safety.limits import describe_limits
+from omni_vla.ros.assembly import Assembly, ConfigureError, assemble
+from omni_vla.ros.diagnostics import NodeCounts, Since, loop_report
+from omni_vla.ros.observation import ObservationSnapshot
+from omni_vla.ros.replan_io import ReplanIO
+from omni_vla_safety.errors import explain
+from omni_vla_safety.interrupt import ros_main, spin_until_stopped
+from omni_vla_safety.ros_params import coerce, descriptor, model_fields, plain, unknown_overrides
 
 NODE_NAME = "vla_node"
 # Read at each use, so set_parameters applies them at once; every other parameter is read-only.
 LIVE_PARAMETERS = LIVE_LOOP_SETTINGS | {"diagnostics_period_s", "replan_intervention_kinds"}
-_LEVEL = {"OK": DiagnosticStatus.OK, "INACTIVE": DiagnosticStatus.OK, "WAITING": DiagnosticStatus.WARN,
-          "STALE": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR}
 
 
 def _defaults() -> dict[str, Any]:
@@ -128,11 +123,9 @@ class VlaNode(Node):
         self._timer: Any = None
         self._active = False
         self._last_status = ("", "")
-        self.rejected = {"images": 0, "joint_states": 0}
-        self.last_rejection = ""
-        self.tick_errors = 0
-        self._prev_ticks = (0, 0.0)
-        self._prev_fallbacks = 0
+        self.counts = NodeCounts()
+        self._since = Since()
+        self._snapshot = ObservationSnapshot()
 
     @property
     def autostart(self) -> bool:
@@ -195,91 +188,37 @@ class VlaNode(Node):
     # ----- lifecycle ---------------------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         log = self.get_logger()
-        problem = self._parameter_problem()
-        if problem is not None:
-            log.error(f"configure failed: {problem}")
-            return TransitionCallbackReturn.FAILURE
-        try:
-            cfg = VlaNodeConfig.from_ros_parameters({**self._flat_parameters(), **self._refused})
-            # Relative: under the working directory, else the installed share/omni_vla (ros2 launch).
-            cfg = cfg.model_copy(update={"bundle_dir": resolve_bundle_dir(cfg.bundle_dir)})
-            manifest = read_any_manifest(cfg.bundle_dir)  # a missing or bad bundle fails here, before a worker starts
-        except BundleError as exc:
-            log.error(f"configure failed: bad bundle: {exc}")
-            return TransitionCallbackReturn.FAILURE
-        except ValidationError as exc:
-            log.error(f"configure failed: invalid parameters: {explain(exc)}")
-            return TransitionCallbackReturn.FAILURE
-        except ValueError as exc:
-            log.error(f"configure failed: invalid parameters: {exc}")
-            return TransitionCallbackReturn.FAILURE
-        problem = missing_cameras([CameraInput(c.name, c.height, c.width) for c in manifest.cameras],
-                                  cfg.topics.camera_topics(), "topics.cameras")
-        if problem is not None:
-            log.error(f"configure failed: {problem}; add a 'name=/topic' entry for each")
-            return TransitionCallbackReturn.FAILURE
-        limits, problem = self._robot_limits(cfg, list(manifest.joint_names))
-        if problem is not None:
-            log.error(f"configure failed: {problem}")
-            return TransitionCallbackReturn.FAILURE
-        digest = hashlib.sha256((cfg.bundle_dir / "manifest.json").read_bytes()).hexdigest()[:8]
-        self.hardware_id = f"{manifest.policy}@{digest} ({cfg.backend})"
-        try:
-            inference = ProcessInference.from_settings(cfg.backend, str(cfg.bundle_dir), cfg.threads, cfg.worker(),
-                                                       factory=self._runtime_factory, noise_scale=cfg.noise_scale).start()
-        except Exception as exc:
-            log.error(f"configure failed: cannot start the {cfg.backend} runtime for {cfg.bundle_dir}: {exc}")
-            return TransitionCallbackReturn.FAILURE
-        replanner = None
         self.sim_time = bool(self.get_parameter("use_sim_time").value)
         self.loop_clock = PolledClock(self._ros_now) if self.sim_time else MonotonicClock()
         try:
-            replanner = open_replanner(cfg)
-            self.loop = build_loop(cfg.loop(), inference, replanner=replanner, clock=self.loop_clock.now,
-                                   stamp_clock=self._ros_now, limits=limits)
-        except (ValidationError, ValueError, OSError) as exc:
-            inference.close()
-            if replanner is not None:
-                replanner.close()
+            problem = self._parameter_problem()
+            if problem is not None:
+                raise ConfigureError(problem)
+            built = assemble({**self._flat_parameters(), **self._refused}, self._runtime_factory,
+                             self.loop_clock.now, self._ros_now)
+        except ConfigureError as exc:
             log.error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
-        # The rate and execution horizon the loop runs at (a 0 parameter is the bundle's own value).
-        cfg = cfg.model_copy(update={k: getattr(self.loop.settings, k) for k in ("rate_hz", "execution_horizon")})
-        self.cfg, self.inference, self.replanner = cfg, inference, replanner
-        self.controller, self.store = self.loop.controller, self.loop.store
+        self._adopt(built)
+        for warning in built.warnings():
+            log.warning(warning)
+        log.info(built.summary(self.sim_time))
+        return TransitionCallbackReturn.SUCCESS
+
+    def _adopt(self, built: Assembly) -> None:
+        """Take the assembled parts and build the ROS side around them: topics, re-plan I/O, the scheduler."""
+        cfg = self.cfg = built.cfg
+        self.inference, self.replanner, self.loop, self.hardware_id = (built.inference, built.replanner, built.loop,
+                                                                       built.hardware_id)
+        self.controller, self.store = built.loop.controller, built.loop.store
         self._make_io(cfg)
-        if replanner is not None:
-            self.replan_io = ReplanIO(self, cfg, replanner)
-            log.info(f"cloud re-planning: {replanner.config.client.uri} ({replanner.config.client.protocol})")
+        if built.replanner is not None:
+            self.replan_io = ReplanIO(self, cfg, built.replanner)
+            client = built.replanner.config.client
+            self.get_logger().info(f"cloud re-planning: {client.uri} ({client.protocol})")
         # Lateness percentiles over the last minute of ticks (sorted at diagnostics rate).
         self.scheduler = Scheduler(cfg.rate_hz, self._tick, clock=self.loop_clock,
                                    window=max(1000, int(60 * cfg.rate_hz)), rt_priority=cfg.realtime_priority)
-        if self.loop.shaper is None and cfg.command_accel_fraction > 0:
-            log.warning("command shaping off: no joint_limits_file (the plan's rows go to the supervisor as they are)")
-        shaping = (f"rows shaped to {cfg.command_accel_fraction:g} of the limits" if self.loop.shaper is not None
-                   else "rows unshaped")
-        log.info(f"configured: {cfg.backend} bundle {cfg.bundle_dir}, {cfg.rate_hz:g} Hz, strategy {cfg.strategy}, "
-                 f"execution horizon {cfg.execution_horizon}, {shaping}, worker pid {inference.pid}"
-                 + (", on ROS time (use_sim_time)" if self.sim_time else ""))
-        return TransitionCallbackReturn.SUCCESS
-
-    @staticmethod
-    def _robot_limits(cfg: VlaNodeConfig, joints: list[str]) -> tuple[dict[str, Any] | None, str | None]:
-        """The robot's limits file (None when not set) and what is wrong: the bundle's joints must all be the
-        robot's (an entry in its limits file), checked before a worker starts."""
-        if not cfg.joint_limits_file:
-            return None, None
-        try:
-            _, sets, _ = describe_limits(cfg.joint_limits_file, cfg.joint_limits_overlay or None)
-            limits = {joint: spec.hard for joint, spec in sets.items()}
-        except (OSError, ValueError) as exc:
-            overlay = f" + joint_limits_overlay {cfg.joint_limits_overlay}" if cfg.joint_limits_overlay else ""
-            return None, f"joint_limits_file {cfg.joint_limits_file}{overlay}: {exc}"
-        missing = [j for j in joints if j not in limits]
-        if missing:
-            return None, (f"the bundle's joints {missing} have no limits in {cfg.joint_limits_file} (the robot's "
-                          f"joints: {sorted(limits)})")
-        return dict(limits), None
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None
@@ -382,8 +321,8 @@ class VlaNode(Node):
         self._positions = np.frombuffer(point.positions, np.float64)
 
     def _reject(self, kind: str, exc: Exception) -> None:
-        self.rejected[kind] += 1
-        self.last_rejection = str(exc)
+        self.counts.rejected[kind] += 1
+        self.counts.last_rejection = str(exc)
         self.get_logger().warning(f"rejected {kind}: {exc}", throttle_duration_sec=2.0)
 
     def _on_image(self, camera: str, msg: Image) -> None:
@@ -416,14 +355,14 @@ class VlaNode(Node):
         try:
             self._step(k, t)
         except Exception as exc:  # fail closed: no command this tick, say why, keep the loop alive
-            self.tick_errors += 1
+            self.counts.tick_errors += 1
             self.get_logger().error(f"tick {k} failed, not commanding: {exc!r}", throttle_duration_sec=1.0)
 
     def _step(self, k: int, t: float) -> None:
         loop = self.loop
         if loop is None or not self._active:
             return
-        action = loop.tick(k, t)
+        action = loop.step(self._snapshot.take(loop.store), k, t)
         if action is not None:
             np.copyto(self._positions, action)
             self._cmd.header.stamp = self.get_clock().now().to_msg()
@@ -442,54 +381,15 @@ class VlaNode(Node):
 
     # ----- diagnostics (executor thread) ------------------------------------------------------
     def _publish_diagnostics(self) -> None:
-        ctl, sched, inf, loop = self.controller, self.scheduler, self.inference, self.loop
-        if ctl is None or sched is None or inf is None or loop is None:
+        sched, inf, loop = self.scheduler, self.inference, self.loop
+        if sched is None or inf is None or loop is None:
             return
-        st = sched.stats
-        now = sched.clock.now()
-        ticks0, t0 = self._prev_ticks
-        rate = (st.ticks - ticks0) / (now - t0) if t0 and now > t0 else 0.0
-        self._prev_ticks = (st.ticks, now)
-        s = ctl.status()
-        lat = s["inference_latency"]
-        store = loop.store
-        fallbacks = store.stamp_fallbacks
-        new_fallbacks = fallbacks - self._prev_fallbacks
-        self._prev_fallbacks = fallbacks
-        state = s["state"] if self._active else "INACTIVE"
-        message = "inactive" if not self._active else (s["reason"] or "commanding")
-        level = _LEVEL.get(state, DiagnosticStatus.WARN)
-        if not inf.healthy:  # a dead, hung or restarting worker is an error even while inactive
-            level, message = DiagnosticStatus.ERROR, inf.reason or f"inference worker {inf.worker_state}"
-        elif new_fallbacks and level == DiagnosticStatus.OK:
-            level = DiagnosticStatus.WARN
-            message = f"{message}; {new_fallbacks} header.stamp(s) not usable ({store.last_stamp_fallback})"
-        if self._active and inf.healthy and s["delay_headroom_ticks"] < 0 and lat["p95_ms"] > 0:
-            level = max(level, DiagnosticStatus.WARN)
-            message = f"{message}; {ctl.too_slow(lat['p95_ms'] / 1e3)}"
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: control loop", message=message,
-                                  hardware_id=self.hardware_id)
-        with store.lock:
-            ages = {k: ("none" if t is None else round(1e3 * (now - t), 1)) for k, t in store.stamps.items()}
-        values = {
-            "state": state, "backend": inf.backend, "strategy": s["strategy"], "rate_hz_target": self.cfg.rate_hz,
-            "loop_rate_hz": round(rate, 2), "tick_lateness_p99_ms": round(1e3 * st.percentile(99), 4),
-            "tick_lateness_max_ms": round(1e3 * st.max_lateness, 4), "missed_ticks": st.missed,
-            "overruns": st.overruns, "inference_latency_p50_ms": round(lat["p50_ms"], 3),
-            "inference_latency_p95_ms": round(lat["p95_ms"], 3), "delay_ticks": s["delay_ticks"],
-            "queue_depth": s["queue_depth"], "delay_headroom_ticks": s["delay_headroom_ticks"], "commands": s["commands"], "holds": s["holds"],
-            "starved_ticks": s["starved_ticks"], "splice_jump_p95": round(s["splice_jump"]["p95"], 5),
-            "splice_jump_max": round(s["splice_jump"]["max"], 5), "splices": s["splice_jump"]["count"],
-            "chunks": s["chunks"], "worker_state": inf.worker_state, "worker_pid": inf.pid, "worker_restarts": inf.restarts,
-            "rejected_images": self.rejected["images"] + s["rejected_images"],
-            "rejected_joint_states": self.rejected["joint_states"], "last_rejection": self.last_rejection,
-            "tick_errors": self.tick_errors, "scheduling": sched.rt_status, "cloud_plans": s["cloud_plans"],
-            "time_source": "ROS time (use_sim_time)" if self.sim_time else "monotonic",
-            **{f"{c}_age_ms": ages[c] for c in store.cameras}, "joint_state_age_ms": ages["joints"],
-            "stamp_fallbacks": fallbacks, "last_stamp_fallback": store.last_stamp_fallback,
-        }
+        report = loop_report(loop, sched, inf, self._active, self.counts, self._since, self.sim_time)
+        values = report.values
         if self.replan_io is not None:
             values.update(self.replan_io.diagnostics())
+        status = DiagnosticStatus(level=bytes([report.level]), name=f"{self.get_name()}: control loop",
+                                  message=report.message, hardware_id=self.hardware_id)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = self.get_clock().now().to_msg()
