@@ -52,7 +52,7 @@ DELEGATES = ("xnnpack", "openvino")
 
 def executorch_partitioner(delegate: str) -> object:
     """XNNPACK (the default), or ExecuTorch's OpenVINO delegate: its export needs openvino 2025.x and nncf, its
-    runtime libopenvino_c.so at OPENVINO_LIB_PATH (experiments/openvino_delegate/README.md)."""
+    runtime libopenvino_c.so at OPENVINO_LIB_PATH (policies/vla/openvino_delegate.py)."""
     if delegate == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # optional: exir loads for seconds; only when a .pte is written
 
@@ -64,7 +64,8 @@ def executorch_partitioner(delegate: str) -> object:
         from executorch.exir.backend.compile_spec_schema import CompileSpec  # optional: only for the OpenVINO delegate
     except ImportError as exc:
         raise RuntimeError(f"the OpenVINO delegate cannot export here ({exc}); expected openvino 2025.x and nncf "
-                           "importable: experiments/openvino_delegate/setup_openvino.sh") from exc
+                           "importable: python -m omni_vla_policies.vla.openvino_delegate setup DIR, then "
+                           "PYTHONPATH=DIR/py") from exc
     return OpenvinoPartitioner([CompileSpec("device", b"CPU")])
 
 

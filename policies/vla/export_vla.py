@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dim", type=int, default=None, help="the robot's state width (default: the size's)")
     p.add_argument("--action-dim", type=int, default=None, help="the robot's action width, what finish keeps")
     p.add_argument("--delegate", choices=DELEGATES, default="xnnpack", help="ExecuTorch's delegate (openvino: "
-                   "experiments/openvino_delegate/README.md)")
+                   "policies/vla/openvino_delegate.py)")
     p.add_argument("--int8", action="store_true", help="the int8 variant: onnxruntime and ExecuTorch dynamic "
                    "(int8 weights and activations), MNN weight-only")
     args = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""ExecuTorch's OpenVINO delegate (experiments/openvino_delegate/): SmolVLA's stages lowered to it run through the
+"""ExecuTorch's OpenVINO delegate (policies/vla/openvino_delegate.py): SmolVLA's stages lowered to it run through the
 ExecuTorch runtime the robot uses, at fp32 parity once plugins.xml sets the CPU plugin's precision; without it, a
 bf16-capable CPU runs them in bf16 (the reason the setup writes plugins.xml). Test size (smolvla_config.tiny)."""
 from __future__ import annotations
@@ -15,8 +15,6 @@ from openvino_env import lib, openvino_dir
 from omni_vla_policies.vla.export_vla import build, export_stages
 from omni_vla_policies.vla.smolvla_config import tiny
 
-ROOT = Path(__file__).resolve().parents[2]
-STAGES_PY = ROOT / "experiments" / "openvino_delegate" / "stages.py"
 FP32_DB = 80.0  # bf16 arithmetic cannot reach this; f32 gives > 100 dB
 
 
@@ -40,9 +38,9 @@ def dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
 
 def _bench(dirs: tuple[Path, Path, Path], openvino_lib: str) -> dict:
     ov, xnn, ovd = dirs
-    out = subprocess.run([sys.executable, str(STAGES_PY), "bench", str(ovd), "--xnnpack", str(xnn), "--size", "tiny"],
-                         env={**os.environ, "OPENVINO_LIB_PATH": openvino_lib}, capture_output=True, text=True,
-                         timeout=600, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-m", "omni_vla_policies.vla.bench_openvino", str(ovd), "--xnnpack", str(xnn),
+                          "--size", "tiny"], env={**os.environ, "OPENVINO_LIB_PATH": openvino_lib}, capture_output=True,
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
 
@@ -76,5 +74,5 @@ def test_export_without_openvino_installed_refuses_in_one_line_and_writes_nothin
                          env=env, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in out.stderr.splitlines() if "OpenVINO delegate" in ln]
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
-    assert len(lines) == 1 and "setup_openvino.sh" in lines[0], out.stderr[-2000:]
+    assert len(lines) == 1 and "openvino_delegate setup" in lines[0], out.stderr[-2000:]
     assert not (tmp_path / "o").exists()

@@ -1,27 +1,23 @@
 """OpenVINO for ExecuTorch's OpenVINO delegate, built once beside the test venv (a fixture, like LeRobot's venv) by
-experiments/openvino_delegate/setup_openvino.sh, keyed by that script's hash."""
+omni_vla_policies.vla.openvino_delegate.setup_openvino, keyed by its recipe (setup_key)."""
 from __future__ import annotations
 
-import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-SETUP = Path(__file__).resolve().parents[2] / "experiments" / "openvino_delegate" / "setup_openvino.sh"
+from omni_vla_policies.vla.openvino_delegate import setup_key, setup_openvino
+
 CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla"))
 
 
 def openvino_dir() -> Path:
     """DIR with py/ (export: PYTHONPATH) and libs_t1/, libs_t2/ (run: OPENVINO_LIB_PATH), built when missing."""
-    key = hashlib.sha256(SETUP.read_bytes()).hexdigest()[:16]
+    key = setup_key()
     root = CACHE / f"openvino-{key}"
     stamp = root / ".omni_vla-ready"
     if not stamp.is_file():
-        env = {**os.environ, "VENV": sys.prefix}
-        out = subprocess.run(["bash", str(SETUP), str(root)], env=env, capture_output=True, text=True, timeout=1200)
-        if out.returncode != 0:
-            raise RuntimeError(f"{SETUP.name} failed:\n{out.stderr[-3000:]}")
+        setup_openvino(root, python=sys.executable)
         stamp.write_text(key)
     return root
 
