@@ -32,9 +32,9 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
-from omni_vla.errors import explain
-from omni_vla.ros.interrupt import ros_main, spin_until_stopped
-from omni_vla.ros.parameters import coerce, descriptor, unknown_overrides
+from omni_vla_safety.errors import explain
+from omni_vla_safety.interrupt import ros_main, spin_until_stopped
+from omni_vla_safety.ros_params import coerce, descriptor, unknown_overrides
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 
@@ -111,7 +111,7 @@ class SimNode(Node):
 
     # ----- parameters ---------------------------------------------------------------------------
     def _read_parameters(self) -> SimNodeConfig:
-        """Declare each SimNodeConfig field with its descriptor (omni_vla/ros/parameters.py, all read-only);
+        """Declare each SimNodeConfig field with its descriptor (omni_vla_safety.ros_params, all read-only);
         refuse names we do not know."""
         unknown = unknown_overrides(self._parameter_overrides, set(SimNodeConfig.model_fields) | set(self._parameters))
         if unknown:

@@ -9,7 +9,7 @@ Threads: subscriber callbacks run in the executor (main thread) and only copy th
 into preallocated buffers under a lock; the Scheduler runs in its own thread, calls the controller
 and publishes (rclpy publish is thread-safe). Diagnostics go out from an executor timer.
 
-Parameters: one descriptor per VlaNodeConfig field (omni_vla.ros.parameters), read-only except
+Parameters: one descriptor per VlaNodeConfig field (omni_vla_safety.ros_params), read-only except
 LIVE_PARAMETERS, which are read at each use (the next tick, message or diagnostics period); the
 others build the worker, the queue, the scheduler or the subscriptions at configure, so they are set
 at start-up (params file, launch arguments, -p) and a change means restarting the node. A parameter name the node does not have (a typo in the params

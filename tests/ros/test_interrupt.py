@@ -1,6 +1,6 @@
 """Ctrl-C or SIGTERM during rclpy is a clean shutdown for every node; any other RuntimeError still fails.
 
-Every node process stops through omni_vla_safety.interrupt (omni_vla.ros.interrupt re-exports it)."""
+Every node process stops through omni_vla_safety.interrupt."""
 from __future__ import annotations
 
 import json

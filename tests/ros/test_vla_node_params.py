@@ -49,7 +49,7 @@ def test_every_parameter_has_a_typed_described_descriptor_with_ranges_and_read_o
     from rcl_interfaces.msg import ParameterType
 
     from omni_vla.core.settings import VlaNodeConfig
-    from omni_vla.ros.parameters import model_fields
+    from omni_vla_safety.ros_params import model_fields
 
     node = make_node()
     names = [n for n, _ in model_fields(VlaNodeConfig)]
