@@ -35,7 +35,7 @@ def _setup(n_joints: int, limits_file: str) -> tuple[Supervisor, list[str], list
     arms = n_joints // len(ARM)
     names = [f"arm{a}_{j}" for a in range(arms) for j in ARM] if arms > 1 else list(ARM)
     limits: list[JointLimitSet] = [arm_limits[j] for _ in range(arms) for j in ARM]
-    config = SupervisorConfig(joint_names=names, max_relative_target=[0.25], out_of_range_tolerance=[0.05])
+    config = SupervisorConfig(joint_names=names)
     sup = Supervisor(config, limits)
     # A 20 Hz policy: a new proposal every 5 ticks, sinusoids with peak speeds up to ~1.2 rad/s.
     mids = [0.5 * (s.hard.min_position + s.hard.max_position) for s in limits]

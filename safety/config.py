@@ -53,17 +53,21 @@ class SupervisorConfig(BaseModel):
         description="largest lag behind the position asked for (rad, m) at which a velocity, acceleration, "
                     "deceleration, jerk or range-braking limit counts as routine shaping, not a clamp; one value "
                     "or one per joint")
+    # One value for every joint, so any robot starts without restating a list per joint (LeRobot's
+    # max_relative_target reads the same way). In each joint's unit: metres for a prismatic joint, where a
+    # gripper's travel of a few cm wants its own value (a per-joint list).
     max_relative_target: list[float] = Field(
-        default_factory=lambda: [0.25] * 7 + [0.02], min_length=1,
-        description="max distance of a command from the measured position, one value or one per joint; "
-                    "<= 0 switches it off for that joint")
+        default_factory=lambda: [0.25], min_length=1,
+        description="max distance of a command from the measured position (rad, m): one value for every "
+                    "joint (default 0.25) or one per joint; <= 0 switches it off for that joint")
     out_of_range: Literal["refuse", "saturate"] = Field(
         "refuse", description="a proposal beyond the position range by more than out_of_range_tolerance: "
                               "refuse it and hold (refuse), or clamp it into the range (saturate)")
     out_of_range_tolerance: list[float] = Field(
-        default_factory=lambda: [0.05] * 7 + [0.02], min_length=1,
-        description="how far beyond the position range a proposal may reach before it is refused, "
-                    "one value or one per joint (rad, m); within it the target is clamped")
+        default_factory=lambda: [0.05], min_length=1,
+        description="how far beyond the position range a proposal may reach before it is refused (rad, m): "
+                    "one value for every joint (default 0.05) or one per joint; within it the target is "
+                    "clamped into the range")
     limit_margin: float = Field(
         0.05, ge=0.0, le=0.5,
         description="fraction kept below the velocity, acceleration, deceleration and jerk limits, so a "
@@ -108,7 +112,8 @@ class SupervisorConfig(BaseModel):
         for name in ("max_relative_target", "out_of_range_tolerance", "shaping_tolerance"):
             values = getattr(self, name)
             if len(values) not in (1, n):
-                raise ValueError(f"{name} needs 1 or {n} values (one per joint), got {len(values)}")
+                raise ValueError(f"{name} needs 1 or {n} values (one for every joint, or one per joint of "
+                                 f"joint_names), got {len(values)}")
             if not all(math.isfinite(v) for v in values):
                 raise ValueError(f"{name} must be finite, got {values}")
         for name in ("out_of_range_tolerance", "shaping_tolerance"):
