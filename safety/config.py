@@ -94,6 +94,9 @@ class SupervisorConfig(BaseModel):
     gripper_topic: str = Field("/gripper_controller/commands", description="gripper commands out")
     estop_topic: str = Field("/omni_vla/estop", description="e-stop in (Bool): true latches a stop")
     reset_estop_service: str = Field("/omni_vla/reset_estop", description="clears a released e-stop (Trigger)")
+    resync_command_service: str = Field(
+        "/omni_vla/resync_command",
+        description="moves a stopped robot's command to its measured pose, within the limits (Trigger)")
     diagnostics_topic: str = Field("/diagnostics", description="diagnostic_msgs/DiagnosticArray out")
     status_topic: str = Field("/omni_vla/safety_status", description="compact JSON status out (String)")
     status_period_s: float = Field(0.1, gt=0.0, le=60.0, description="status topic period (s)")

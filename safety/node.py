@@ -19,7 +19,7 @@ import json
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -124,6 +124,7 @@ class SafetySupervisorNode(Node):
         # Reliable + volatile: compatible with latched (transient local) and plain publishers alike.
         self.create_subscription(Bool, cfg.estop_topic, self._on_estop, reliable)
         self.create_service(Trigger, cfg.reset_estop_service, self._on_reset)
+        self.create_service(Trigger, cfg.resync_command_service, self._on_resync)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # The controller that consumes our commands is the hardware this status is about.
         topic = cfg.trajectory_topic if cfg.output == "joint_trajectory" else cfg.command_topic
@@ -209,13 +210,21 @@ class SafetySupervisorNode(Node):
             self.supervisor.on_estop(msg.data, now)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        return self._answer("reset_estop", self.supervisor.reset_estop, response)
+
+    def _on_resync(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        return self._answer("resync_command", self.supervisor.resync_command, response)
+
+    def _answer(self, name: str, action: Callable[[float], tuple[bool, str]],
+                response: Trigger.Response) -> Trigger.Response:
+        """An operator's Trigger: the Supervisor decides under the lock; the answer is logged either way."""
         now = self._now()
         with self._lock:
-            response.success, response.message = self.supervisor.reset_estop(now)
+            response.success, response.message = action(now)
         if response.success:
-            self.get_logger().info(f"reset_estop: {response.message}")
+            self.get_logger().info(f"{name}: {response.message}")
         else:
-            self.get_logger().warning(f"reset_estop refused: {response.message}")
+            self.get_logger().warning(f"{name} refused: {response.message}")
         return response
 
     # ----- the tick ------------------------------------------------------------------------------

@@ -7,9 +7,13 @@ States, in order of precedence at each tick:
   estop                    latched by the e-stop topic: controlled stop, then hold
   watchdog_stop            joint states or proposals went stale: controlled stop, then hold
   hold                     no usable proposal (none yet, or the last one was rejected)
+  resync                   moving the command to the pose measured when the operator asked
+                           (`resync_command`), through the limiter; then hold
   active                   following the latest proposal through the limiter
 A controlled stop ramps the commanded velocity to zero at max deceleration, one command
 per period, then repeats the final position (forward_command_controller has no timeout).
+The command never follows a measurement on its own (a wild one must not make it jump): after a
+stop it stays where the stop ended until a proposal or an operator's re-sync moves it.
 
 Proposals are trajectories: rows with times (time_from_start after the stamp, or after arrival
 for a zero stamp; plus trajectory_delay_s, a jitter buffer). Each period the rows are interpolated linearly,
@@ -50,11 +54,15 @@ WAITING = "waiting_for_joint_state"
 ESTOP = "estop"
 WATCHDOG = "watchdog_stop"
 HOLD = "hold"
+RESYNC = "resync"
 ACTIVE = "active"
 
 # Limits that may only shape ordinary motion: a record of these within shaping_tolerance is shaping.
 SHAPING_KINDS = frozenset((POSITION, VELOCITY, ACCELERATION, DECELERATION, JERK))
 MAX_POINTS = 1000  # rows per proposal: validated and buffered in one callback
+# A re-sync ends (and one asked for is not needed) once every joint's command is this close to the
+# measured pose (rad, m): far below any tracking error, so what is left over is nothing a robot shows.
+RESYNC_TOLERANCE = 1e-6
 
 
 class Supervisor:
@@ -85,6 +93,8 @@ class Supervisor:
         self.events: deque[tuple[str, str]] = deque(maxlen=512)
         self.measured: list[float] | None = None
         self.state_time = float("-inf")
+        self.last_state_bad = False  # the latest joint state was refused (a re-sync must not use an older one)
+        self.resync: list[float] | None = None  # the pose a re-sync moves the command to
         self.target: list[float] | None = None
         self.command_time = float("-inf")
         self.estop_latched = False
@@ -107,8 +117,10 @@ class Supervisor:
                 raise Rejection("bad_clock", f"receive time {now} is not finite")
             measured = self.order.state(names, positions)
         except Rejection as rej:
+            self.last_state_bad = True
             self._event("bad_joint_state", f"joint state ignored: {rej}")
             return False
+        self.last_state_bad = False
         if self.measured is None:
             self.limiter.reset(measured)
             self.state, self.reason = HOLD, "joint state received; holding until a valid proposal"
@@ -132,6 +144,7 @@ class Supervisor:
             self._event("ignored_estop", "command ignored: e-stop latched")
             return False
         self.target = target
+        self.resync = None
         self.reference.clear()
         return True
 
@@ -149,6 +162,7 @@ class Supervisor:
         if self.estop_latched:
             self._event("ignored_estop", "command ignored: e-stop latched")
             return False
+        self.resync = None
         lo, hi = self.limiter.lo, self.limiter.hi
         base = (now if stamp is None else stamp) + self.config.trajectory_delay_s
         new = [(base + t, [min(max(x, lo[i]), hi[i]) for i, x in enumerate(p)]) for (t, _), p in zip(rows, targets)]
@@ -164,8 +178,9 @@ class Supervisor:
         return True
 
     def reject(self, kind: str, message: str) -> None:
-        """Drop the target (the robot stops and holds) and count why."""
+        """Drop the target and any re-sync (the robot stops and holds) and count why."""
         self.target = None
+        self.resync = None
         self.reference.clear()
         if kind == OUT_OF_RANGE:
             self.clamps[kind] += 1
@@ -193,6 +208,7 @@ class Supervisor:
         if stop and not self.estop_latched:
             self.estop_latched = True
             self.target = None
+            self.resync = None
             self._event("estop", "e-stop latched by the estop topic")
 
     def reset_estop(self, now: float) -> tuple[bool, str]:
@@ -210,6 +226,41 @@ class Supervisor:
         self._event("estop_reset", "e-stop reset; holding until a valid proposal")
         return True, "e-stop cleared; holding until a new proposal arrives"
 
+    def resync_command(self, now: float) -> tuple[bool, str]:
+        """Operator's re-sync after a stop: move the command to the pose measured now, within every limit.
+
+        The command keeps its own state through stops (a measurement never steers it), so after a stop in
+        which the robot was moved (a scene reset, hand guiding) it still stands where the stop ended; this
+        brings it to the robot. Refused unless no proposal is being followed and the command is at rest, with
+        a fresh, finite joint state inside the accepted bounds (the range plus out_of_range_tolerance; the
+        pose is clamped into the range). Under a latched e-stop the command stays put until the e-stop is
+        reset, then moves. A new proposal, a rejected one, an e-stop or stale joint states end it."""
+        if self.target is not None:
+            return False, f"following proposals (state {self.state}): stop first (e-stop, or stop proposing)"
+        if self.measured is None:
+            return False, "no joint state received yet"
+        if not self.limiter.stopped:
+            return False, "the command is still moving: retry once stopped"
+        if not self.joint_state_fresh(now):
+            return False, (f"no fresh joint state (none within joint_state_timeout_s "
+                           f"{self.config.joint_state_timeout_s} s): nothing to re-sync to")
+        if self.last_state_bad:
+            return False, "the latest joint state was refused (non-finite or malformed): nothing to re-sync to"
+        lo, hi = self.limiter.lo, self.limiter.hi
+        for i, x in enumerate(self.measured):
+            if not self.accept_lo[i] <= x <= self.accept_hi[i]:
+                return False, (f"joint '{self.order.names[i]}' is measured at {x:.6g}, outside "
+                               f"[{self.accept_lo[i]:.6g}, {self.accept_hi[i]:.6g}] (position range plus "
+                               "out_of_range_tolerance): bring it back into range first")
+        pose = [min(max(x, lo[i]), hi[i]) for i, x in enumerate(self.measured)]
+        if all(abs(p - q) <= RESYNC_TOLERANCE for p, q in zip(pose, self.limiter.q)):
+            self.resync = None
+            return True, f"the command is already at the measured pose (within {RESYNC_TOLERANCE:g}): kept"
+        self.resync = pose
+        if self.estop_latched:
+            return True, "re-sync accepted: the command moves to the pose measured now once the e-stop is reset"
+        return True, "re-sync accepted: the command moves to the measured pose within the limits, then holds"
+
     def _enter(self, state: str, kind: str, message: str) -> None:
         if self.state != state:
             self.state = state
@@ -226,6 +277,7 @@ class Supervisor:
             out = limiter.stop()
         elif not self.joint_state_fresh(now):  # also a non-finite clock: NaN compares false
             self.target = None
+            self.resync = None
             self._enter(WATCHDOG, "watchdog_joint_state",
                         f"joint states stale ({now - self.state_time:.3f} s > joint_state_timeout_s "
                         f"{self.config.joint_state_timeout_s}): controlled stop")
@@ -236,8 +288,15 @@ class Supervisor:
                         f"proposals stopped ({now - self.command_time:.3f} s > command_timeout_s "
                         f"{self.config.command_timeout_s}): controlled stop")
             out = limiter.stop()
+        elif self.target is None and self.resync is not None:
+            self._enter(RESYNC, "resync", "operator's re-sync: command moving to the measured pose")
+            out = limiter.limit(self.resync, self.measured)
+            if all(abs(p - q) <= RESYNC_TOLERANCE for p, q in zip(self.resync, out)):
+                self.resync = None
+                self.state = HOLD
+                self._event("resync_done", "command re-synced to the measured pose; holding until a valid proposal")
         elif self.target is None:
-            if self.state == ACTIVE:
+            if self.state in (ACTIVE, RESYNC):
                 self.state = HOLD
             out = limiter.stop()
         else:
