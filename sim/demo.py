@@ -3,8 +3,8 @@
 Brings up sim_node, safety_supervisor and vla_node as separate processes over DDS with the shipped
 bundle (or any bundle by `--bundle`, an imported LeRobot ACT too), runs a few episodes of every task, prints success and loop statistics, writes a report,
 and shuts everything down. Between episodes it does what an operator would: e-stop, deactivate
-the policy, reset the scene, release the e-stop (the supervisor re-syncs to the measured pose),
-then start the episode and activate the policy.
+the policy, reset the scene, release and reset the e-stop, have the supervisor re-sync its command
+to the measured pose (its resync_command service), then start the episode and activate the policy.
 """
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ class DemoProbe:
         from sensor_msgs.msg import JointState  # optional: ROS; `demo --expert` runs without it
         from std_msgs.msg import Bool, Float64MultiArray, String  # optional: ROS; `demo --expert` runs without it
         from std_srvs.srv import Trigger  # optional: ROS; `demo --expert` runs without it
-        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # optional: ROS; `demo --expert` runs without it
 
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain_id)
@@ -60,6 +59,7 @@ class DemoProbe:
         self.instruction = self.node.create_publisher(String, "/omni_vla/instruction", latched)
         self.estop = self.node.create_publisher(Bool, "/omni_vla/estop", latched)
         self.reset_estop = self.node.create_client(Trigger, "/omni_vla/reset_estop")
+        self.resync = self.node.create_client(Trigger, "/omni_vla/resync_command")
         self.lifecycle = self.node.create_client(ChangeState, "/vla_node/change_state")
         self.ChangeState, self.Trigger = ChangeState, Trigger
         self.status: dict[str, Any] = {}
@@ -69,10 +69,8 @@ class DemoProbe:
         self.safety_messages = 0
         self.node.create_subscription(String, "/omni_vla/safety_status", self._on_safety, 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
-        self.JointTrajectory, self.JointTrajectoryPoint = JointTrajectory, JointTrajectoryPoint
         self.measured: tuple[list[str], list[float]] = ([], [])
         self.safe: list[float] = []
-        self.proposal = self.node.create_publisher(JointTrajectory, "/omni_vla/proposed_command", 10)
         self.node.create_subscription(JointState, "/joint_states",
                                       lambda m: setattr(self, "measured", (list(m.name), list(m.position))),
                                       qos_profile_sensor_data)
@@ -85,25 +83,25 @@ class DemoProbe:
         if self.commanded is not None:
             self.commanded.append((time.monotonic(), self.safe))
 
-    def command_to_measured(self, timeout: float, tol: float = 1e-3) -> bool:
-        """Bring the supervisor's command to the measured pose by proposing it (the frozen sim does not move):
-        after a scene reset the robot stands at its new start pose while the supervisor, which never re-syncs to a
-        measurement (a wild one must not make the command jump), still commands where the last episode stopped."""
+    def resync_command(self, timeout: float, tol: float = 1e-3) -> bool:
+        """Have the supervisor move its command to the measured pose (its resync_command service) and wait until it
+        is there: after a scene reset the robot stands at its new start pose (the frozen sim does not move) while the
+        supervisor, which never follows a measurement on its own, still commands where the last episode stopped."""
+        reply = self.call(self.resync, self.Trigger.Request())
+        if not reply.success:
+            raise RuntimeError(f"command re-sync refused: {reply.message}")
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
+
+        def there() -> bool:
             names, positions = self.measured
-            if names and self.safe and max(abs(a - b) for a, b in zip(self.safe, positions)) <= tol:
-                # Two status messages sent after it got there: the counts an episode starts from include what
-                # the limiter did on the way (a status older than that would bill it to the episode).
-                seen = self.safety_messages
-                return self.spin_until(lambda: self.safety_messages >= seen + 2, max(0.5, end - time.monotonic()))
-            if names:
-                msg = self.JointTrajectory(joint_names=names)
-                msg.header.stamp = self.node.get_clock().now().to_msg()
-                msg.points = [self.JointTrajectoryPoint(positions=positions)]
-                self.proposal.publish(msg)
-            self.spin_for(0.05)
-        return False
+            return (bool(names and self.safe) and self.safety.get("state") == "hold"
+                    and max(abs(a - b) for a, b in zip(self.safe, positions)) <= tol)
+        if not self.spin_until(there, timeout):
+            return False
+        # Two status messages sent after it got there: the counts an episode starts from include what the limiter
+        # did on the way (a status older than that would bill it to the episode).
+        seen = self.safety_messages
+        return self.spin_until(lambda: self.safety_messages >= seen + 2, max(0.5, end - time.monotonic()))
 
     def _on_safety(self, msg: Any) -> None:
         self.safety.update(json.loads(msg.data))
@@ -167,7 +165,7 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
     reset = probe.call(probe.reset_estop, probe.Trigger.Request())
     if not reset.success:
         raise RuntimeError(f"e-stop reset refused: {reset.message}")
-    if not probe.command_to_measured(timeout=10):
+    if not probe.resync_command(timeout=10):
         raise RuntimeError("the supervisor's command did not reach the reset pose within 10 s")
     before = {k: dict(probe.safety.get(k, {})) for k in ("counts", "shaping", "clamps")}
     probe.instruction.publish(probe.String(data=probe.status["instruction"]))
@@ -179,7 +177,7 @@ def run_episode(probe: DemoProbe, task: str, seed: int, timeout: float) -> dict[
     commanded, probe.commanded = probe.commanded, None
     delta = {k: {kind: n - before[k].get(kind, 0) for kind, n in probe.safety.get(k, {}).items()}
              for k in before}
-    operator = {"estop", "estop_reset", "ignored_estop"}  # the demo's own e-stop cycle between episodes
+    operator = {"estop", "estop_reset", "ignored_estop", "resync", "resync_done"}  # the demo's own reset between episodes
     return {"task": task, "seed": seed, "instruction": probe.status.get("instruction"),
             "success": bool(probe.status.get("success")), "steps": int(probe.status.get("step", 0)),
             "wall_s": round(time.monotonic() - t0, 2),
