@@ -37,8 +37,11 @@ setup: system-deps
 demo: setup
 	$(VENV)/bin/omni-vla demo
 
+# The suite on both cores (pytest-xdist), then the tests that bring up ROS graphs or hold a real-time rate alone
+# (tests/conftest.py SERIAL), then the robot path on Python 3.12.
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not serial" tests
+	$(PY) -m pytest -q -m serial tests
 	@$(MAKE) --no-print-directory test-py312
 
 # setup.py's requirements, printed by running it against a stand-in setuptools (nothing is built or installed).
@@ -94,4 +97,6 @@ venv312:
 	fi
 
 test-py312: venv312
-	@if [ -x "$(PY312)" ]; then $(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(NOT_312) $(ROBOT_TESTS_312); fi
+	@if [ -x "$(PY312)" ]; then \
+	  $(VENV312)/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" $(NOT_312) $(ROBOT_TESTS_312) && \
+	  $(VENV312)/bin/python -m pytest -q -p no:cacheprovider -m serial $(NOT_312) $(ROBOT_TESTS_312); fi

@@ -39,8 +39,9 @@ EXTRAS = {
         "torchao==0.18.0",  # int8 dynamic-activation variants of the VLA stages (executorch installs it too)
     ],
     # osrf-pycommon: the real ROS 2 launch system (../shared/ros2_launch) needs it for tests/test_launch_install.py.
-    "test": ["pytest>=8", "hypothesis>=6.100", "colcon-common-extensions==0.3.0", "ros-jazzy-ament-package==0.16.4",
-             "osrf-pycommon==2.0.2"],
+    # pytest-xdist: `make test` runs the suite on both cores (tests that time themselves run alone after).
+    "test": ["pytest>=8", "pytest-xdist==3.8.0", "hypothesis>=6.100", "colcon-common-extensions==0.3.0",
+             "ros-jazzy-ament-package==0.16.4", "osrf-pycommon==2.0.2"],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 

@@ -21,7 +21,7 @@ import numpy as np
 from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.core.settings import node_settings
 from omni_vla.ros.graph import config_dir
-from omni_vla.runtime.chunk_loop import read_any_manifest
+from omni_vla.runtime.registry import read_any_manifest
 from omni_vla.runtime.bundle import BundleManifest
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import UsageError, existing_bundle, positive_int

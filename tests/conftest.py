@@ -27,8 +27,23 @@ if _SUPPORT not in sys.path:
     sys.path.append(_SUPPORT)
 
 
+# Tests that bring up ROS graphs or hold a real-time rate: `make test` runs them after the parallel part, alone, so
+# a parallel worker never competes with what they measure (the rest runs on both cores under pytest-xdist).
+SERIAL = ("ros/", "tools/test_bench_loop.py", "cloud/test_openpi_reliability.py", "cloud/test_network_process.py",
+          "core/test_loop.py", "core/test_loop_controller.py", "core/test_time_and_live_settings.py",
+          "inference/test_inference.py", "inference/test_worker_placement.py")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes tens of seconds; still runs in CI")
+    config.addinivalue_line("markers", "serial: runs alone after the parallel part (conftest.SERIAL)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.relative_to(tests).as_posix().startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from omni_vla.inference.client import RuntimeFactory
 from omni_vla.inference.worker import ProcessInference
 from omni_vla.ros.paths import resolve_bundle_dir
 from omni_vla.runtime.bundle import BundleError
-from omni_vla.runtime.chunk_loop import read_any_manifest
+from omni_vla.runtime.registry import read_any_manifest
 from omni_vla_safety.errors import explain
 from omni_vla_safety.limits import describe_limits
 

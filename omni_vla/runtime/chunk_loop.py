@@ -16,9 +16,9 @@ import numpy as np
 from omni_vla.cameras import CameraInput, check_camera_name
 from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.chunk import ChunkRuntime
-from omni_vla.runtime.registry import read_any_manifest, sniff_kind
+from omni_vla.runtime.registry import sniff_kind
 
-__all__ = ["ChunkLoopRuntime", "is_chunk_bundle", "read_any_manifest"]  # read_any_manifest: vla_node imports it here
+__all__ = ["ChunkLoopRuntime", "is_chunk_bundle"]
 
 
 class ChunkLoopRuntime:

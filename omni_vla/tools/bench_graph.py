@@ -35,6 +35,7 @@ from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
 from omni_vla.tools.limits_oracle import check_commands, read_limits
+from omni_vla_safety.rt import set_realtime_priority
 
 REPO = Path(__file__).resolve().parents[2]
 HOME = [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04]  # the sim's home pose (sim/robot.py HOME_QPOS)
@@ -109,7 +110,8 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
 
     `priority` > 0 runs it under SCHED_FIFO like ros2_control's controller manager (50 by default), so
     the figures are the nodes' and not those of a subscriber starved by whatever else the machine runs."""
-    scheduling = _realtime(priority)  # before rclpy.init: the DDS threads inherit it
+    # Before rclpy.init, so the DDS threads inherit it.
+    scheduling = set_realtime_priority(priority) if priority > 0 else "normal"
     node, executor = _init(domain_id, "bench_probe")
     reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
     latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -176,16 +178,6 @@ def _oracle(values: list[tuple[float, tuple[float, ...]]], window: list[float]) 
     inside = np.array([v for t, v in values if window[0] <= t <= window[1] and len(v) == len(JOINTS)])
     return {**check_commands(inside.reshape(-1, len(JOINTS)), read_limits(REPO / "config" / "joint_limits.yaml", JOINTS),
                              rate), "command_rate_hz": rate}
-
-
-def _realtime(priority: int) -> str:
-    if priority <= 0:
-        return "normal"
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (AttributeError, OSError) as exc:
-        return f"SCHED_FIFO {priority} unavailable ({exc})"
-    return f"SCHED_FIFO {priority}"
 
 
 def _covers(values: dict[str, str], window: list[float], now: float) -> bool:

@@ -82,7 +82,7 @@ def test_only_the_assembly_constructs_a_controller() -> None:
     assert offenders == ["omni_vla/core/assembly.py"]
 
 
-@pytest.mark.parametrize("module", ["omni_vla/ros/node.py", "sim/agents.py", "omni_vla/tools/bench_loop.py"])
+@pytest.mark.parametrize("module", ["omni_vla/ros/assembly.py", "sim/agents.py", "omni_vla/tools/bench_loop.py"])
 def test_node_eval_and_bench_build_their_loop_with_build_loop(module: str) -> None:
     tree = ast.parse((REPO / module).read_text())
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "build_loop"]

@@ -19,7 +19,7 @@ from omni_vla.core.assembly import build_loop
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import SyncInference, open_runtime
 from omni_vla.runtime.bundle import BundleError
-from omni_vla.runtime.chunk_loop import read_any_manifest
+from omni_vla.runtime.registry import read_any_manifest
 from omni_vla.runtime.vla import read_vla_manifest
 from omni_vla_policies.vla.model import stage_modules
 from vla_bundle import ARCH

@@ -65,7 +65,7 @@ def test_every_parameter_has_a_typed_described_descriptor_with_ranges_and_read_o
     rng = desc["threads"].integer_range[0]
     assert (rng.from_value, rng.to_value) == (1, 64)
     assert desc["joint_names"].type == ParameterType.PARAMETER_STRING_ARRAY
-    assert "one of: naive, average, rtc" in desc["strategy"].additional_constraints
+    assert "one of: rtc, average, naive" in desc["strategy"].additional_constraints
     read_only = {n for n in names if desc[n].read_only}
     assert {"bundle_dir", "backend", "rate_hz", "strategy", "execution_horizon", "joint_names", "threads",
             "topics.joint_states", "autostart", "realtime_priority"} <= read_only

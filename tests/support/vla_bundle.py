@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla_policies.vla.bundle_vla import write_vla_bundle
 from omni_vla_policies.vla.export_vla import build, export_stages
 from omni_vla_policies.vla.model import SmolVLA
 from omni_vla_policies.vla.smolvla_config import tiny
 
 ARCH = tiny().model_copy(update={"state_dim": 8, "action_dim": 8})
-ROBOT_BACKENDS = ("executorch", "mnn")
 
 
 def tiny_vla(seed: int = 3) -> SmolVLA:
