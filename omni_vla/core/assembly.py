@@ -18,6 +18,7 @@ from omni_vla.core.perception import ObservationStore
 from omni_vla.core.ports import InferenceClient
 from omni_vla.core.settings import LoopSettings
 from omni_vla.core.shaping import CommandShaper, JointRates, parse_max_lead
+from omni_vla.core.snapshot import ObservationSnapshot
 
 
 class Loop:
@@ -32,6 +33,7 @@ class Loop:
         self.inference = inference
         self.replanner = replanner
         self.controller = Controller(settings, inference, replanner=replanner)
+        self._snapshot = ObservationSnapshot()
         self.store = ObservationStore(settings.joint_names, clock, stamp_clock, settings.max_future_stamp_s,
                                       cameras=[c.name for c in inference.cameras])
         self.command = np.zeros(len(settings.joint_names), np.float64)
@@ -42,9 +44,9 @@ class Loop:
             self.shaper = CommandShaper(rates, settings.command_accel_fraction, settings.period_s, lead)
 
     def tick(self, k: int, t: float) -> np.ndarray | None:
-        """Real time: the newest observation, read under the store's lock (callbacks write it)."""
-        with self.store.lock:
-            return self.step(self.store.obs, k, t)
+        """Real time: a step on a copy of the newest observation, taken under the store's lock (callbacks write
+        it), so no callback waits for the step."""
+        return self.step(self._snapshot.take(self.store), k, t)
 
     def step(self, obs: dict, k: int, t: float | None = None) -> np.ndarray | None:
         """One tick on `obs`: the command (the loop's reused buffer) or None (hold, see controller.reason)."""

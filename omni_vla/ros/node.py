@@ -25,7 +25,7 @@ latency (hence the RTC delay in ticks) is measured in wall time.
 
 The node is an adapter: configure reads the parameters and picks the clocks, the rest is
 omni_vla.ros.assembly (ROS-free); diagnostics are built by omni_vla.ros.diagnostics (levels there);
-the tick steps the loop on a snapshot of the observation (omni_vla.ros.observation), so callbacks
+the tick steps the loop on a snapshot of the observation (Loop.tick), so callbacks
 never wait for a step. hardware_id is "<policy>@<manifest sha256[:8]> (<backend>)": what this status is about is the
 exported model running on a runtime; the hash changes with every re-export, so an operator can tell
 which model version on which backend misbehaves (the robot is told by the namespace of the node).
@@ -61,7 +61,6 @@ from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
 from omni_vla.ros.assembly import Assembly, ConfigureError, assemble
 from omni_vla.ros.diagnostics import NodeCounts, Since, loop_report
-from omni_vla.ros.observation import ObservationSnapshot
 from omni_vla.ros.replan_io import ReplanIO
 from omni_vla_safety.errors import explain
 from omni_vla_safety.interrupt import ros_main, spin_until_stopped
@@ -125,7 +124,6 @@ class VlaNode(Node):
         self._last_status = ("", "")
         self.counts = NodeCounts()
         self._since = Since()
-        self._snapshot = ObservationSnapshot()
 
     @property
     def autostart(self) -> bool:
@@ -362,7 +360,7 @@ class VlaNode(Node):
         loop = self.loop
         if loop is None or not self._active:
             return
-        action = loop.step(self._snapshot.take(loop.store), k, t)
+        action = loop.tick(k, t)
         if action is not None:
             np.copyto(self._positions, action)
             self._cmd.header.stamp = self.get_clock().now().to_msg()

@@ -1,5 +1,5 @@
-"""vla_node's ROS-free parts: the diagnostics it publishes, the supervisor's counters it reads back, the
-observation snapshot the tick steps on and configure's refusals. Nothing here imports rclpy."""
+"""vla_node's ROS-free parts: the diagnostics it publishes, the supervisor's counters it reads back and
+configure's refusals. Nothing here imports rclpy."""
 from __future__ import annotations
 
 import subprocess
@@ -14,7 +14,6 @@ import pytest
 from omni_vla.core.perception import ObservationStore
 from omni_vla.ros.assembly import ConfigureError, assemble
 from omni_vla.ros.diagnostics import ERROR, OK, WARN, InterventionCounter, NodeCounts, Since, intervention_total, loop_report
-from omni_vla.ros.observation import ObservationSnapshot
 
 JOINTS = ["a", "b"]
 
@@ -97,48 +96,6 @@ def test_new_interventions_count_from_the_second_status_on_and_are_capped() -> N
     assert c.new([("interventions/clamp", "2")]) == 1
 
 
-def test_the_snapshot_copies_under_the_lock_and_a_frame_only_when_its_capture_time_changes() -> None:
-    t = [1.0]
-    store = ObservationStore(JOINTS, clock=lambda: t[0], cameras=["front"])
-    snap = ObservationSnapshot()
-    frame = np.full((8, 8, 3), 7, np.uint8)
-    store.put_image("front", frame, "rgb8")
-    store.put_joints(JOINTS, [0.1, 0.2], [], None)
-    store.set_instruction("go")
-    obs = snap.take(store)
-    assert obs["front"] is not store.obs["front"] and obs["qpos"] is not store.obs["qpos"]
-    np.testing.assert_array_equal(obs["front"], frame)
-    assert obs["qpos"].tolist() == [0.1, 0.2] and obs["instruction"] == "go" and obs["stamps"]["front"] == 1.0
-    assert snap.frame_copies == 1
-    buffer = obs["front"]
-    snap.take(store)
-    assert snap.frame_copies == 1  # same frame: no copy
-    t[0] = 2.0
-    store.put_image("front", np.full((8, 8, 3), 9, np.uint8), "rgb8")
-    store.put_joints(JOINTS, [0.3, 0.4], [], None)
-    obs = snap.take(store)
-    assert obs["front"] is buffer and int(obs["front"][0, 0, 0]) == 9 and snap.frame_copies == 2
-    assert obs["qpos"].tolist() == [0.3, 0.4] and obs["stamps"]["front"] == 2.0
-    store.put_image("front", np.zeros((16, 8, 3), np.uint8), "rgb8")  # a resolution change: a new buffer
-    assert snap.take(store)["front"].shape == (16, 8, 3)
-
-
-def test_the_snapshot_is_not_changed_by_frames_arriving_after_it_was_taken() -> None:
-    store = ObservationStore(JOINTS, cameras=["front"])
-    snap = ObservationSnapshot()
-    store.put_image("front", np.full((8, 8, 3), 1, np.uint8), "rgb8")
-    obs = snap.take(store)
-    store.put_image("front", np.full((8, 8, 3), 2, np.uint8), "rgb8")
-    assert int(obs["front"].max()) == 1
-
-
-def test_the_tick_does_not_hold_the_store_lock_during_the_step() -> None:
-    store = ObservationStore(JOINTS, cameras=["front"])
-    snap = ObservationSnapshot()
-    obs = snap.take(store)
-    assert not store.lock.locked() and obs["front"] is None
-
-
 @pytest.mark.parametrize("flat, expected", [
     ({"bundle_dir": "/nonexistent/bundle"}, "bad bundle: bundle_dir '/nonexistent/bundle'"),
     ({"bundle_dir": "/nonexistent/bundle", "rate_hz": -1.0}, "invalid parameters: rate_hz: must be >= 0"),
@@ -151,7 +108,7 @@ def test_configure_refusals_come_as_one_line_before_any_worker_starts(flat: dict
 
 def test_the_adapter_modules_import_without_rclpy() -> None:
     code = ("import sys; sys.modules['rclpy'] = None\n"
-            "import omni_vla.ros.assembly, omni_vla.ros.diagnostics, omni_vla.ros.observation\nprint('ok')")
+            "import omni_vla.ros.assembly, omni_vla.ros.diagnostics, omni_vla.core.snapshot\nprint('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -1,7 +1,7 @@
 """The tick's own copy of the newest observation, so the store's lock is not held across the controller's step.
 
 The step converts images and hands them to the worker when it requests a chunk (milliseconds); holding
-the store's lock meanwhile made every subscriber callback of the executor wait for it. Here the lock is
+the store's lock meanwhile would make every subscriber callback wait for it. Here the lock is
 held only for the copies, into buffers reused across ticks; a camera frame is copied only when its
 capture time changed (a frame rate below the tick rate costs no copy on the ticks in between).
 """
