@@ -177,6 +177,33 @@ def test_refused_when_the_measured_pose_is_out_of_range_naming_the_joint() -> No
     assert rig.outputs[-1] == rig.outputs[-20]  # nothing moved
 
 
+def test_refused_below_the_range_too_and_accepted_on_either_bound_as_a_proposal_would_be() -> None:
+    rig = panda_rig()
+    below = list(MOVED)
+    below[4] = -2.8973 - 0.05 - 0.01
+    stopped_and_moved(rig, below)
+    ok, message = rig.resync()
+    assert not ok and "panda_joint5" in message
+    for bound in (rig.sup.accept_lo, rig.sup.accept_hi):  # inclusive, as check_range is for proposals
+        rig.measured = list(MOVED)
+        rig.measured[4] = bound[4]
+        rig.joint_state()
+        assert rig.resync()[0], bound[4]
+
+
+def test_a_pose_exactly_the_tolerance_away_is_kept() -> None:
+    from omni_vla_safety.supervisor import RESYNC_TOLERANCE
+
+    rig = panda_rig()
+    rig.follow = False
+    assert rig.outputs[-1][0] == 0.0
+    rig.measured = list(rig.outputs[-1])
+    rig.measured[0] = RESYNC_TOLERANCE
+    rig.step()
+    ok, message = rig.resync()
+    assert ok and "already at the measured pose" in message and rig.sup.resync is None
+
+
 # ---- accepted -----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rate_hz", [100.0, 1000.0])
