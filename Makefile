@@ -75,6 +75,7 @@ NOT_312 := --ignore=tests/runtime/test_runtime_backends.py --ignore=tests/runtim
   --ignore=tests/cloud/test_network_process.py --ignore=tests/cloud/test_openpi_reliability.py \
   --ignore=tests/cloud/test_replanner_triggers.py --ignore=tests/cloud/test_vllm_omni.py \
   --ignore=tests/safety/test_invariants.py --ignore=tests/safety/test_limits_robots.py \
+  --ignore=tests/safety/test_neutral_defaults.py --ignore=tests/safety/test_resync.py \
   --deselect=tests/core/test_assembly.py::test_eval_defaults_are_read_from_the_nodes_parameter_file \
   --deselect=tests/core/test_loop_controller.py::test_cloud_plan_longer_than_a_chunk_runs_whole_then_local_chunks_resume \
   --deselect=tests/inference/test_inference.py::test_worker_with_real_mnn_bundle_matches_the_in_process_runtime \
