@@ -1,4 +1,4 @@
-"""One-off: compact summaries of the raw result files that back the figures of record (issue 40).
+"""One-off: compact summaries of the raw result files that back the figures of record.
 
 Run once on the tree that still held the raw files; each summary names every file it was computed from
 (`sources`), so `git show <commit>:results/<source>` recovers any of them:

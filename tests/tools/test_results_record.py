@@ -1,4 +1,4 @@
-"""results/ holds only the figures of record (issue 40): few files, each named in docs/results.md, every results/ path
+"""results/ holds only the figures of record: few files, each named in docs/results.md, every results/ path
 the docs cite exists, every plotted JSON has its PNG; and the plotting code draws what the data says."""
 from __future__ import annotations
 
