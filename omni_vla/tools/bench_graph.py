@@ -18,13 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -35,6 +35,7 @@ from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
 from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
 from omni_vla.tools.limits_oracle import check_commands, read_limits
+from omni_vla_safety.interrupt import ros_main, spin_until_stopped
 from omni_vla_safety.rt import set_realtime_priority
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,26 +83,22 @@ def attach_fake_robot(node: Any, position: list[float], size: int = 128, camera_
 
 
 def run_robot(domain_id: int, size: int = 128, camera_hz: float = 30.0, state_hz: float = 100.0) -> None:
-    """Fake robot: perfect tracking (joint state = last safe command) and two static cameras."""
-    node, executor = _init(domain_id, "bench_fake_robot")
-    position = list(HOME)
+    """Fake robot: perfect tracking (joint state = last safe command) and two static cameras. It stops on SIGINT as
+    the nodes do (omni_vla_safety.interrupt): a signal landing inside rclpy is a clean exit, not an error."""
+    os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+    cleanup: list[Callable[[], object]] = []
+    with ros_main([], cleanup) as flag:
+        node = rclpy.create_node("bench_fake_robot")
+        cleanup.append(node.destroy_node)
+        position = list(HOME)
 
-    def on_command(msg: Float64MultiArray) -> None:
-        position[:] = msg.data
+        def on_command(msg: Float64MultiArray) -> None:
+            position[:] = msg.data
 
-    node.create_subscription(Float64MultiArray, SAFE_TOPIC, on_command,
-                             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
-    attach_fake_robot(node, position, size, camera_hz, state_hz)
-    _spin_until_signal(executor)
-
-
-def _spin_until_signal(executor: Any) -> None:
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        rclpy.try_shutdown()
+        node.create_subscription(Float64MultiArray, SAFE_TOPIC, on_command,
+                                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        attach_fake_robot(node, position, size, camera_hz, state_hz)
+        spin_until_stopped(node, flag, executor=SingleThreadedExecutor())
 
 
 def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, startup_timeout: float,
