@@ -7,25 +7,49 @@ trusts only its own command state: a measured position informs the max-step wind
 the kinematics, so a stale or wild measurement cannot make the command jump. Each tick the
 new command velocity v' (q' = q + v' dt) is chosen from nested intervals, highest priority first:
 
-1. velocity limit and stopping distance to the position range (soft limits where set):
-   v' <= B(x) with B the largest speed from which braking at max_deceleration in steps
-   of dt still stops within the distance x. Discrete-time form, v'^2 + 2 D dt v' <= 2 D x,
-   i.e. after the step v' <= sqrt(2 D x'): the continuous v = sqrt(2 D x) bound holds at
-   every command, and the next tick can always decelerate within D (proof: B(x') >= v' - D dt).
-   Outside the range (a robot that starts there) only motion back towards it is allowed.
-2. acceleration (speeding up) / deceleration (slowing down, sign of the last velocity),
-3. in a stop: no reversal of the direction of motion (a stop ends at rest, never beyond it),
-   then jerk against the last command's acceleration,
-4. max step from the measured position (LeRobot's max_relative_target), braked for like the range,
-5. soft-limit spring (ros2_control SoftJointLimits k_position),
-6. no-overshoot approach of the target, clamped into the range (not a limit; never reported);
+1. the kinematic limits: velocity, acceleration/deceleration, jerk against the last command's
+   acceleration, and room to stop before the position range ends (soft limits where set);
+   in a stop, no reversal of the direction of motion (a stop ends at rest, never beyond it),
+2. max step from the measured position (LeRobot's max_relative_target), braked for like the range,
+3. soft-limit spring (ros2_control SoftJointLimits k_position),
+4. no-overshoot approach of the target, clamped into the range (not a limit; never reported);
    when tracking a moving reference (`track`), the same approach in the reference's frame.
 
-A lower-priority interval that does not intersect the higher ones cannot be met: the
-command goes to the nearest edge of the higher-priority interval and that is reported as
-`<kind>_yielded`. From any state this limiter produced itself, 1 and 2 always intersect
-(the proof above), so the kinematic limits hold whatever arrives; jerk yields only where
-J dt is smaller than the braking needs (never when J dt >= A + D, e.g. the Panda at 100 Hz).
+A lower-priority interval that does not intersect the higher ones cannot be met: the command goes
+to the nearest edge of the higher-priority interval and that is reported as `<kind>_yielded`.
+Interval 1 is never empty from a state this limiter produced, so every kinematic limit holds
+whatever arrives. Why, for the two kinds of joint:
+
+Without a jerk limit: v' <= B(x), B the largest speed from which braking at D in steps of dt
+stops within the distance x to the range end: v'^2 + 2 D dt v' <= 2 D x, i.e. after the step
+v' <= sqrt(2 D x'). The next tick can always decelerate within D (B(x') >= v' - D dt), and the
+acceleration window switches with the sign of v (A speeding up, D slowing down).
+
+With a jerk limit J (the acceleration window is then [-M, M], M = min(A, D): the acceleration
+passes through zero continuously, also where v changes sign). Each command's acceleration a is
+the mean over its period of some acceleration a(t) with |da/dt| <= J; the acceleration at the
+period's end, alpha, then lies within J dt / 2 of a, and a continuous profile started from
+(v, alpha) maps back to commands (period means of a(t)) that keep |a' - a| <= J dt and hit the
+profile's velocity at every tick. A state is kept only if the fastest such profile, the S-curve
+stop (acceleration ramped at -J to a peak deceleration <= M, held, ramped back to 0 as v reaches
+0; `stop_excursion`, `stop_time`), started from the most favourable alpha, keeps every limit:
+- no reversal: braking at a < 0 from v > 0 must leave v >= (alpha^-)^2 / 2J, i.e. sqrt(v') >=
+  sqrt(v) - dt sqrt(J / 2): below that (and above rest) lies no stoppable velocity;
+- velocity: the profile's peak v' + (alpha^+)^2 / 2J <= vmax (closed form in v');
+- position: q' + stop_excursion(v', alpha) + dt (alpha^+)^2 / 2J within the range end (the last
+  term: backward-Euler steps run ahead of the profile while it still speeds up); monotone in v',
+  so its largest v' is found by regula falsi (Illinois), keeping the end that fits. Beyond the
+  range end the excursion must be 0 (never further out).
+The profile's first period is one such v' and its tail certifies the next state (alpha of the
+next state lies at or below the profile's own), so from a kept state the next interval is never
+empty: jerk never has to give way to position, velocity or the stop. A stop rides the bound
+sqrt(v') = sqrt(v) - dt sqrt(J / 2) and lands at rest from v <= J dt^2 (holding then needs a jerk
+of at most v / dt^2). In exact arithmetic all of this is exact; in floating point, moving joints
+keep ROUNDING (1e-12, relative) inside the no-reversal bound, and bounds that meet within 1e-9
+(relative) count as met; a jerk of 1e-9 / dt^2 (1e-3 rad/s^3 at 1 kHz) is the remaining tolerance.
+The stop of a state never produced here (set by hand, or rounding beyond that) still never
+reverses and never leaves the range: the jerk then gives way, reported as `jerk_yielded`.
+
 `margin` keeps every rate limit (velocity, acceleration, deceleration, jerk) that fraction
 below the configured one, so a servo that overshoots its command stays inside the real limit.
 Plain-Python loops: at 7 joints they measured faster than numpy ufunc chains (see bench).
@@ -47,9 +71,49 @@ SOFT_LIMIT = "soft_limit"
 UNIFORM_SCALE = "uniform_scale"
 UNIFORM_SCALE_INFEASIBLE = "uniform_scale_infeasible"
 _TARGET = ""  # approach curve: shapes the motion, is not an intervention
+# Relative slack for bounds that meet in exact arithmetic (a stop riding its jerk-limited curve sits on both the
+# jerk bound and its own): moving joints keep this much inside the curve, and a stop counts a velocity 1000 times
+# as close (1e-9 relative; rounding that compounds while the acceleration ramps back to zero) as on it.
+ROUNDING = 1e-12
 
 # An intervention: (kind, joint index or -1 for all, limit value, requested, applied).
 Record = tuple[str, int, float, float, float]
+
+
+def stop_excursion(v: float, a: float, jerk: float, dec: float) -> float:
+    """Farthest a joint at velocity v, acceleration a (a >= -dec) gets in the + direction on its way to rest
+    (v = 0, a = 0) when |jerk| <= `jerk` and the acceleration stays >= -dec: the S-curve that ramps the
+    acceleration down at -jerk to a peak deceleration, holds it, and ramps it back to zero as v reaches zero.
+    0 when the joint can come to rest without moving forward (moving back, not pushed forward too hard); when
+    it is braking too hard to end at rest without reversing (v < a^2 / 2J), what it travels before v = 0."""
+    if v <= 0.0 and (a <= 0.0 or -v * 2.0 * jerk >= a * a):
+        return 0.0
+    if a < 0.0 and v * 2.0 * jerk < a * a:
+        # Braking at a = -sqrt(2 J v) ends exactly at rest; braking harder travels less.
+        return v * sqrt(2.0 * v / jerk) / 3.0
+    ap2 = jerk * v + 0.5 * a * a  # peak deceleration squared of the ramp-down, ramp-up profile
+    if ap2 <= dec * dec:
+        ap, t2 = sqrt(ap2), 0.0
+    else:
+        ap, t2 = dec, (v + (a * a - 2.0 * dec * dec) / (2.0 * jerk)) / dec
+    t1 = (a + ap) / jerk
+    x = v * t1 + 0.5 * a * t1 * t1 - jerk * t1 * t1 * t1 / 6.0
+    v1 = v + 0.5 * (a * a - ap * ap) / jerk
+    x += v1 * t2 - 0.5 * ap * t2 * t2 + ap * ap * ap / (6.0 * jerk * jerk)
+    return x if x > 0.0 else 0.0
+
+
+def stop_time(v: float, a: float, jerk: float, dec: float) -> float:
+    """Time the S-curve of `stop_excursion` takes to rest from v >= 0, a >= -dec with v >= a^2 / 2J
+    (a state that can stop without reversing; 0 at rest)."""
+    if v <= 0.0 and a <= 0.0:
+        return 0.0
+    ap2 = jerk * v + 0.5 * a * a
+    if ap2 <= dec * dec:
+        ap, t2 = sqrt(ap2), 0.0
+    else:
+        ap, t2 = dec, (v + (a * a - 2.0 * dec * dec) / (2.0 * jerk)) / dec
+    return (a + 2.0 * ap) / jerk + t2
 
 
 class CommandLimiter:
@@ -111,7 +175,10 @@ class CommandLimiter:
         self._adt = [a * dt for a in self.acc]
         self._ddt = [d * dt for d in self.dec]
         self._jdt2 = [j * dt * dt for j in self.jerk]
-        self._jerk_binds = [j * dt < a + d for j, a, d in zip(self.jerk, self.acc, self.dec)]
+        # With a jerk limit the acceleration passes through zero continuously, also when the velocity changes
+        # sign: one bound for both directions (the smaller) keeps that passage inside both windows.
+        self._m = [min(a, d) for a, d in zip(self.acc, self.dec)]
+        self._c2j = [0.5 * j * dt * dt for j in self.jerk]
         self.q = [0.0] * n
         self.v = [0.0] * n
         self.a = [0.0] * n
@@ -149,12 +216,6 @@ class CommandLimiter:
         c2 = self._c2[i]
         return c2 * x / (c1 + sqrt(c1 * c1 + c2 * x))
 
-    def _brake_accel(self, i: int, x: float) -> float:
-        """Largest |acceleration| from which joint i's jerk limit brings it to zero within a velocity change x."""
-        j = self.jerk[i]
-        c1 = j * self.dt
-        return 2.0 * j * x / (c1 + sqrt(c1 * c1 + 2.0 * j * x))
-
     def limit(self, target: Sequence[float], measured: Sequence[float] | None) -> list[float]:
         """Next command towards `target` (joint order); returns the internal buffer, copy to keep."""
         return self._step(target, measured)
@@ -185,56 +246,10 @@ class CommandLimiter:
         for i in range(self.n):
             q = qc[i]
             v = vc[i]
-            vm = self.vmax[i]
-            lo, hi, lk, hk = -vm, vm, VELOCITY, VELOCITY
-            b = brake(i, self.hi[i] - q)
-            if b < hi:
-                hi, hk = b, POSITION
-            b = -brake(i, q - self.lo[i])
-            if b > lo:
-                lo, lk = b, POSITION
-            if v > 0.0:
-                wlo, whi, wlk, whk = v - self._ddt[i], v + self._adt[i], DECELERATION, ACCELERATION
-            elif v < 0.0:
-                wlo, whi, wlk, whk = v - self._adt[i], v + self._ddt[i], ACCELERATION, DECELERATION
+            if self.jerk[i] < inf:
+                lo, hi, lk, hk = self._jerk_window(i, q, v, ac[i], target, vref, inv_h)
             else:
-                wlo, whi, wlk, whk = -self._adt[i], self._adt[i], ACCELERATION, ACCELERATION
-            if wlo <= hi and whi >= lo:
-                if wlo > lo:
-                    lo, lk = wlo, wlk
-                if whi < hi:
-                    hi, hk = whi, whk
-            else:  # only from a state this limiter did not produce (rounding): position still wins.
-                # [lo, hi] holds 0 here, so the window lies beyond it on the side v points to: the
-                # edge missed is always the deceleration one (acceleration can never yield).
-                if whi < lo:
-                    hi, hk = lo, DECELERATION
-                else:
-                    lo, lk = hi, DECELERATION
-                recs.append((DECELERATION + "_yielded", i, self.dec[i], v, 0.0))
-            if target is None:
-                # A stop never reverses a joint: where jerk binds, a stop that starts while the
-                # acceleration is large and the velocity near zero would overshoot zero under the jerk
-                # limit; the jerk yields instead (reported), the direction of motion does not.
-                if v >= 0.0 and lo < 0.0 <= hi:
-                    lo = 0.0
-                elif v <= 0.0 and hi > 0.0 >= lo:
-                    hi = 0.0
-            j2 = self._jdt2[i]
-            if j2 < inf:
-                base = v + ac[i] * dt
-                wlo, whi = base - j2, base + j2
-                if wlo <= hi and whi >= lo:
-                    if wlo > lo:
-                        lo, lk = wlo, JERK
-                    if whi < hi:
-                        hi, hk = whi, JERK
-                else:
-                    recs.append((JERK + "_yielded", i, self.jerk[i], ac[i], 0.0))
-                    if whi < lo:
-                        hi, hk = lo, JERK
-                    else:
-                        lo, lk = hi, JERK
+                lo, hi, lk, hk = self._rate_window(i, q, v, target is None)
             if measured is not None:
                 s = self.max_step[i]
                 m = measured[i] - q
@@ -242,9 +257,9 @@ class CommandLimiter:
                     # The window around the measurement is a wall braked for like the range: a command
                     # inside it never overshoots it; outside it (the robot lags), it heads back.
                     x = m + s
-                    whi = brake(i, x) if x >= 0.0 else x / dt
+                    whi = self._wall(i, x, v, ac[i], lo, hi) if x >= 0.0 else x / dt
                     x = s - m
-                    wlo = -brake(i, x) if x >= 0.0 else -x / dt
+                    wlo = -self._wall(i, x, -v, -ac[i], -hi, -lo) if x >= 0.0 else -x / dt
                     if wlo <= hi and whi >= lo:
                         if wlo > lo:
                             lo, lk = wlo, MAX_STEP
@@ -297,28 +312,232 @@ class CommandLimiter:
                         if cap >= lo:
                             lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
                 elif e > 0.0:
-                    cap = brake(i, e)
+                    cap = self._wall(i, e, v, ac[i], lo, hi)
                     if cap < hi:
                         hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
                 elif e < 0.0:
-                    cap = -brake(i, -e)
+                    cap = -self._wall(i, -e, -v, -ac[i], -hi, -lo)
                     if cap > lo:
                         lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
-            if self._jerk_binds[i]:
-                # Where jerk binds (J dt < A + D), approach the wanted velocity as the range is approached
-                # one derivative up: |a'| <= B_J(|vd - v|), so a stop ends at rest instead of overshooting.
-                dv = vd - v
-                if dv > 0.0:
-                    cap = v + self._brake_accel(i, dv) * dt
+            if target is not None and self.jerk[i] < inf:
+                # Approach the wanted velocity as a stop approaches rest: |v' - vd| no smaller than the jerk-limited
+                # curve (sqrt|v - vd| - dt sqrt(J / 2))^2 allows, so the velocity settles on vd instead of passing it.
+                dv = v - vd
+                c2 = self._c2j[i]
+                if dv > 2.0 * c2:
+                    cap = vd + (sqrt(dv) - sqrt(c2)) ** 2
+                    if cap > lo:
+                        lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
+                elif dv < -2.0 * c2:
+                    cap = vd - (sqrt(-dv) - sqrt(c2)) ** 2
                     if cap < hi:
                         hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
-                elif dv < 0.0:
-                    cap = v - self._brake_accel(i, -dv) * dt
-                    if cap > lo:
-                        lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
             blo[i], bhi[i], klo[i], khi[i], vds[i] = lo, hi, lk, hk, vd
         scale = self._uniform_scale() if (self.uniform_scaling and target is not None) else None
         return self._commit(scale, target is None)
+
+    def _rate_window(self, i: int, q: float, v: float, stopping: bool) -> tuple[float, float, str, str]:
+        """Velocity interval of a joint without a jerk limit: velocity, braking to the range at max
+        deceleration, acceleration/deceleration (their window switches with the sign of v), no reversal in a stop."""
+        vm = self.vmax[i]
+        lo, hi, lk, hk = -vm, vm, VELOCITY, VELOCITY
+        b = self.brake_speed(i, self.hi[i] - q)
+        if b < hi:
+            hi, hk = b, POSITION
+        b = -self.brake_speed(i, q - self.lo[i])
+        if b > lo:
+            lo, lk = b, POSITION
+        if v > 0.0:
+            wlo, whi, wlk, whk = v - self._ddt[i], v + self._adt[i], DECELERATION, ACCELERATION
+        elif v < 0.0:
+            wlo, whi, wlk, whk = v - self._adt[i], v + self._ddt[i], ACCELERATION, DECELERATION
+        else:
+            wlo, whi, wlk, whk = -self._adt[i], self._adt[i], ACCELERATION, ACCELERATION
+        if wlo <= hi and whi >= lo:
+            if wlo > lo:
+                lo, lk = wlo, wlk
+            if whi < hi:
+                hi, hk = whi, whk
+        else:  # only from a state this limiter did not produce (rounding): position still wins.
+            # [lo, hi] holds 0 here, so the window lies beyond it on the side v points to: the
+            # edge missed is always the deceleration one (acceleration can never yield).
+            if whi < lo:
+                hi, hk = lo, DECELERATION
+            else:
+                lo, lk = hi, DECELERATION
+            self.interventions.append((DECELERATION + "_yielded", i, self.dec[i], v, 0.0))
+        if stopping:  # a stop never reverses a joint
+            if v >= 0.0 and lo < 0.0 <= hi:
+                lo = 0.0
+            elif v <= 0.0 and hi > 0.0 >= lo:
+                hi = 0.0
+        return lo, hi, lk, hk
+
+    def _jerk_window(self, i: int, q: float, v: float, a: float, target: Sequence[float] | None,
+                     vref: Sequence[float] | None, inv_h: float) -> tuple[float, float, str, str]:
+        """Velocity interval of a jerk-limited joint: every v' in it leaves a state from which the S-curve stop
+        (module docstring) keeps the velocity, acceleration, jerk and position limits without reversing."""
+        dt = self.dt
+        m = self._m[i]
+        jd2 = self._jdt2[i]
+        kind = ACCELERATION if m == self.acc[i] else DECELERATION
+        lo, lk = v - m * dt, kind
+        hi, hk = v + m * dt, kind
+        base = v + a * dt
+        x = base - jd2
+        if x > lo:
+            lo, lk = x, JERK
+        x = base + jd2
+        if x < hi:
+            hi, hk = x, JERK
+        # The peak velocity of the stop (v' + a'^2 / 2J while accelerating) within the velocity limit.
+        j = self.jerk[i]
+        half = 0.5 * j * dt
+        vm = self.vmax[i]
+        x = v + dt * (max(0.0, sqrt(2.0 * j * max(0.0, vm - v)) - j * dt) + half)
+        if x > vm:
+            x = vm
+        if x < hi:
+            hi, hk = x, VELOCITY
+        x = v - dt * (max(0.0, sqrt(2.0 * j * max(0.0, vm + v)) - j * dt) + half)
+        if x < -vm:
+            x = -vm
+        if x > lo:
+            lo, lk = x, VELOCITY
+        if lo > hi:  # rounding only: the proof above leaves this interval non-empty
+            if lo - hi > 1e3 * ROUNDING * (1.0 + abs(v)):
+                self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+            lo = hi = 0.5 * (lo + hi)
+        # Position: the stop's excursion stays within the range (from outside it: never further out).
+        # From a state this limiter did not produce (rounding), no velocity may fit: brake hardest; the range
+        # still holds (`_commit`), and the jerk and deceleration limits are what give way (reported).
+        c = self._cap(i, self.hi[i] - q, v, a, lo, hi)
+        if c is None:
+            self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+            hi, hk = lo, POSITION
+        elif c < hi:
+            hi, hk = c, POSITION
+        c = self._cap(i, q - self.lo[i], -v, -a, -hi, -lo)
+        if c is None:
+            self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+            lo, lk = hi, POSITION
+        elif -c > lo:
+            lo, lk = -c, POSITION
+        # Stoppable without reversing: moving forward at v' > 0 needs v' >= (a' + J dt / 2)^2 / 2J when braking,
+        # i.e. sqrt(v') >= sqrt(v) - dt sqrt(J / 2); between 0 and that bound lies no stoppable velocity.
+        c2 = self._c2j[i]
+        if target is None:
+            # Landing at rest from v <= J dt^2 leaves a' = -v / dt, from which holding (a'' = 0) keeps the jerk.
+            # A state this limiter did not produce may leave the jerk window beyond rest: the stop still never
+            # reverses the joint (the jerk gives way, reported); only the range comes first.
+            if v == 0.0:
+                if not lo <= 0.0 <= hi:
+                    self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+                return 0.0, 0.0, lk, hk
+            if v < 0.0:
+                lo, hi = -hi, -lo
+                lk, hk = hk, lk
+            x = (sqrt(abs(v)) - sqrt(c2)) ** 2 if abs(v) > 2.0 * c2 else 0.0
+            if x > lo:
+                if x <= hi:
+                    lo, lk = x, JERK
+                elif hk == POSITION or x - hi <= 1e3 * ROUNDING * (1.0 + abs(v)):
+                    lo = hi
+                else:
+                    self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+                    lo = hi = x
+            if v < 0.0:
+                lo, hi = -hi, -lo
+                lk, hk = hk, lk
+        elif v > c2 or v < -c2:
+            gap = (sqrt(abs(v)) - sqrt(c2)) ** 2 + ROUNDING * (1.0 + abs(v))
+            if v < 0.0:  # mirror: the gap lies between -gap and 0
+                lo, hi = -hi, -lo
+                lk, hk = hk, lk
+            if lo < gap:
+                if hi < gap:
+                    if hi > 0.0:
+                        hi = 0.0  # only the reversing side is left
+                elif lo > 0.0:
+                    lo, lk = gap, JERK
+                else:  # both sides reachable: the one nearer what is asked for
+                    want = self._want(i, q, target, vref, inv_h) * (1.0 if v > 0.0 else -1.0)
+                    if want >= 0.5 * gap:
+                        lo, lk = gap, JERK
+                    else:
+                        hi = 0.0
+            if v < 0.0:
+                lo, hi = -hi, -lo
+                lk, hk = hk, lk
+        return lo, hi, lk, hk
+
+    def _wall(self, i: int, x: float, v: float, a: float, lo: float, hi: float) -> float:
+        """Largest velocity from which joint i stops within x >= 0 ahead: the braking curve of a joint without a
+        jerk limit, the S-curve stop (searched in [lo, hi]; below lo when none fits) of one with it."""
+        if self.jerk[i] == inf:
+            return self.brake_speed(i, x)
+        if hi < lo:
+            return lo
+        c = self._cap(i, x, v, a, lo, hi)
+        return lo - 1.0 if c is None else c
+
+    def _want(self, i: int, q: float, target: Sequence[float], vref: Sequence[float] | None, inv_h: float) -> float:
+        """The velocity asked for, before any limit (the target clamped into the range)."""
+        t = target[i]
+        t = self.hi[i] if t > self.hi[i] else (self.lo[i] if t < self.lo[i] else (q if t != t else t))
+        return (t - q) * inv_h
+
+    def _excess(self, i: int, x: float, v: float, a: float, s: float) -> float:
+        """How far the stop from velocity s (this tick's acceleration (s - v) / dt) ends beyond a wall x ahead
+        (<= 0: it fits). The stop starts from the most braking acceleration the jerk limit allows after this
+        tick, and the backward-Euler steps may run ahead of the continuous profile by dt times the velocity
+        still gained; beyond the wall (x < 0) nothing may move further out."""
+        dt = self.dt
+        j = self.jerk[i]
+        m = self._m[i]
+        al = (s - v) / dt - 0.5 * j * dt
+        if al < -m:
+            al = -m
+        elif al > m:
+            al = m
+        e = stop_excursion(s, al, j, m)
+        if al > 0.0:
+            gain = al * al / (2.0 * j)
+            if s + gain > 0.0:  # a profile that stays at v <= 0 never moves forward, in steps or not
+                e += dt * gain
+        room = x - s * dt if x >= 0.0 else min(0.0, -s * dt)
+        return e - room
+
+    def _cap(self, i: int, x: float, v: float, a: float, lo: float, hi: float) -> float | None:
+        """Largest velocity in [lo, hi] whose stop stays within a wall x ahead (for a wall behind, the caller
+        mirrors v, a, lo, hi), or None when none does. Regula falsi (Illinois), keeping the end that fits."""
+        f_hi = self._excess(i, x, v, a, hi)
+        if f_hi <= 0.0:
+            return hi
+        f_lo = self._excess(i, x, v, a, lo)
+        if f_lo > 0.0:
+            return None
+        side = 0
+        for _ in range(100):
+            # Done when the fitting end leaves less than 1e-12 of the room unused, or the bracket is an ulp.
+            # (From beyond a wall the excess is 0 on a whole interval: there only halving finds its end.)
+            if -1e-12 <= f_lo < 0.0 or hi - lo <= 1e-15 * (1.0 + abs(lo)):
+                break
+            s = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+            if f_lo == 0.0 or not lo < s < hi:
+                s = 0.5 * (lo + hi)
+            f = self._excess(i, x, v, a, s)
+            if f <= 0.0:
+                lo, f_lo = s, f
+                if side == -1:
+                    f_hi *= 0.5
+                side = -1
+            else:
+                hi, f_hi = s, f
+                if side == 1:
+                    f_lo *= 0.5
+                side = 1
+        return lo
 
     def _uniform_scale(self) -> float | None:
         """Largest s in [0, 1] with s * desired inside every joint's interval, or None if none exists."""

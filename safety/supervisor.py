@@ -10,8 +10,9 @@ States, in order of precedence at each tick:
   resync                   moving the command to the pose measured when the operator asked
                            (`resync_command`), through the limiter; then hold
   active                   following the latest proposal through the limiter
-A controlled stop ramps the commanded velocity to zero at max deceleration, one command
-per period, then repeats the final position (forward_command_controller has no timeout).
+A controlled stop ramps the commanded velocity to zero at max deceleration (jerk-limited: the
+acceleration ramps to it and back, the S-curve of safety/limiter.py), one command per period,
+never reversing a joint, then repeats the final position (forward_command_controller has no timeout).
 The command never follows a measurement on its own (a wild one must not make it jump): after a
 stop it stays where the stop ended until a proposal or an operator's re-sync moves it.
 

@@ -6,8 +6,18 @@ e-stop), recomputes the command kinematics from the published positions only (v 
 a = dv/dt, j = da/dt), and reports every output that breaks an invariant:
 finite; inside the position range (or, having started outside, never further out); |v|, |a|,
 |j| within the limits less the margin; able to stop before the range ends; and whenever the
-robot may not move, a monotone stop at the deceleration limit within the braking distance,
-then a hold with no motion. Nothing here imports omni_vla_safety.
+robot may not move, a stop that never reverses a joint, ends at rest within the braking time and
+distance, then a hold with no motion. Nothing here imports omni_vla_safety.
+
+Braking bounds, derived here. A joint with a jerk limit J and deceleration limit D, moving at v > 0
+with acceleration a, stops fastest by ramping the acceleration down at -J to a peak deceleration
+p = min(D, sqrt(J v + a^2 / 2)), holding p, and ramping back to zero at +J, reaching v = 0 and a = 0
+together: time (a + 2 p) / J + max(0, v + a^2 / 2J - p^2 / J) / p. It can stop without reversing
+only if v >= a^2 / 2J when a < 0. The published stream holds per-period averages: a command's
+acceleration is the mean over its period of an acceleration that may change at J, so the acceleration
+at the period's end lies within J dt / 2 of it; the bounds start from the least favourable such value
+and allow one period for the stop to land on a tick (`STOP_TICKS`). Without a jerk limit: v / D, at
+the deceleration limit every period.
 """
 from __future__ import annotations
 
@@ -20,6 +30,7 @@ import yaml
 
 # Floating-point slack, per unit of the checked quantity.
 EPS_Q, EPS_V, EPS_A, EPS_J = 1e-9, 1e-7, 1e-4, 1e-1
+STOP_TICKS = 1  # periods a stop may take beyond its braking time (the last one lands on a tick)
 
 
 @dataclass(frozen=True)
@@ -78,7 +89,6 @@ class Oracle:
     rules: Rules
     step: int = 0
     violations: list[Violation] = field(default_factory=list)
-    unguaranteed_jerk: int = 0
 
     def __post_init__(self) -> None:
         self.state_time = -math.inf
@@ -89,15 +99,14 @@ class Oracle:
         self.q: list[float] = []
         self.v: list[float] = []
         self.a: list[float] = []
-        self.stop_from: list[float] | None = None  # |v| and position where the current stop began
+        self.stop_from: list[tuple[float, float, float]] | None = None  # per joint: position, time and distance bound
+        self.stop_step = 0
         self.outside: list[float] = []
         keep = 1.0 - self.rules.margin
         self.vmax = [j.vmax * keep for j in self.joints]
         self.amax = [j.amax * keep for j in self.joints]
         self.dmax = [j.dmax * keep for j in self.joints]
         self.jmax = [j.jmax * keep for j in self.joints]
-        dt = self.rules.dt
-        self.jerk_guaranteed = [jm * dt >= a + d for jm, a, d in zip(self.jmax, self.amax, self.dmax)]
 
     # ---- inputs (what the supervisor is told) ----
     def joint_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
@@ -186,7 +195,8 @@ class Oracle:
         if moving_allowed:
             self.stop_from = None
         elif self.stop_from is None:
-            self.stop_from = [abs(v) for v in self.v] + list(self.q)
+            self.stop_from = [self._stop_bounds(i) for i in range(len(self.names))]
+            self.stop_step = self.step - 1
         dt, n = self.rules.dt, len(self.names)
         for i in range(n):
             q = out[i]
@@ -213,10 +223,7 @@ class Oracle:
         if abs(a) > bound + EPS_A:
             self._flag("deceleration" if slowing else "acceleration", i, f"|a| {abs(a):.6g} > {bound:.6g}")
         if abs(j) > self.jmax[i] + EPS_J:
-            if self.jerk_guaranteed[i]:
-                self._flag("jerk", i, f"|j| {abs(j):.6g} > {self.jmax[i]:.6g}")
-            else:
-                self.unguaranteed_jerk += 1
+            self._flag("jerk", i, f"|j| {abs(j):.6g} > {self.jmax[i]:.6g}")
         if q <= jt.hi and v > math.sqrt(2.0 * self.dmax[i] * (jt.hi - q)) + 1e-6:
             self._flag("stopping_distance", i, f"v {v:.6g} cannot stop before {jt.hi}")
         if q >= jt.lo and -v > math.sqrt(2.0 * self.dmax[i] * (q - jt.lo)) + 1e-6:
@@ -225,23 +232,39 @@ class Oracle:
             self._check_stop(i, q, v, v_prev)
 
     def _check_stop(self, i: int, q: float, v: float, v_prev: float) -> None:
-        n, dt = len(self.names), self.rules.dt
-        jerk_binds = self.jmax[i] < math.inf and not self.jerk_guaranteed[i]
+        dt = self.rules.dt
         if v * v_prev < -EPS_V * EPS_V:
             self._flag("stop_reversed", i, f"v {v_prev:.6g} -> {v:.6g} while stopping")
         elif abs(v_prev) <= EPS_V and abs(self.a[i]) <= EPS_A and abs(v) > EPS_V:
             self._flag("moved_after_stop", i, f"v {v_prev:.6g} -> {v:.6g} while holding")
-        elif not jerk_binds and abs(v) > abs(v_prev) + EPS_V:
+        elif self.jmax[i] == math.inf and abs(v) > abs(v_prev) + EPS_V:
             self._flag("stop_not_monotone", i, f"v {v_prev:.6g} -> {v:.6g} while stopping")
-        elif not jerk_binds and abs(v_prev) > EPS_V and abs(v) > max(0.0, abs(v_prev) - self.dmax[i] * dt) + EPS_V:
+        elif self.jmax[i] == math.inf and abs(v_prev) > EPS_V and abs(v) > max(0.0, abs(v_prev) - self.dmax[i] * dt) + EPS_V:
             self._flag("stop_too_slow", i, f"v {v_prev:.6g} -> {v:.6g}: not braking at the deceleration limit")
-        v0, q0 = self.stop_from[i], self.stop_from[n + i]
-        allowed = v0 * v0 / (2.0 * self.dmax[i]) + v0 * dt + EPS_Q
-        if jerk_binds:  # the acceleration needs (A + D) / J to swing round before braking at D
-            swing = (self.amax[i] + self.dmax[i]) / self.jmax[i]
-            allowed += (v0 + self.amax[i] * swing) * swing * 2.0 + 1e-6
-        if abs(q - q0) > allowed:
-            self._flag("braking_distance", i, f"moved {abs(q - q0):.6g} since the stop began (allowed {allowed:.6g})")
+        q0, time_bound, distance_bound = self.stop_from[i]
+        elapsed = (self.step - self.stop_step) * dt
+        if elapsed > time_bound + STOP_TICKS * dt + 1e-9 and abs(v) > EPS_V:
+            self._flag("stop_time", i, f"v {v:.6g} after {elapsed:.6g} s (braking time {time_bound:.6g} s)")
+        if abs(q - q0) > distance_bound + EPS_Q:
+            self._flag("braking_distance", i, f"moved {abs(q - q0):.6g} since the stop began (allowed {distance_bound:.6g})")
+
+    def _stop_bounds(self, i: int) -> tuple[float, float, float]:
+        """Where joint i is, and how long and how far its stop from the last command's v, a may take."""
+        dt, v, a, jm, dm = self.rules.dt, self.v[i], self.a[i], self.jmax[i], self.dmax[i]
+        if v < 0.0:
+            v, a = -v, -a
+        if jm == math.inf:
+            return self.q[i], v / dm, v * v / (2.0 * dm) + v * dt + EPS_Q
+        a = min(a + 0.5 * jm * dt, self.amax[i])  # the least favourable acceleration at the period's end
+        if a < 0.0 and v * 2.0 * jm < a * a:
+            self._flag("stop_unreachable", i, f"v {v:.6g}, a {a:.6g}: no jerk-limited stop avoids reversing")
+            a = -math.sqrt(2.0 * jm * v)
+        phases = scurve_stop(v, a, jm, dm)
+        time_bound = sum(t for _, t in phases)
+        # The published steps run ahead of the profile while it still speeds up (by dt times that gain).
+        gain = a * a / (2.0 * jm) if a > 0.0 else 0.0
+        distance = travel(v, a, phases) + (v + gain) * dt * STOP_TICKS + dt * gain
+        return self.q[i], time_bound, distance + 1e-9
 
     def _outside(self, i: int, q: float) -> float:
         jt = self.joints[i]
@@ -256,3 +279,21 @@ class Oracle:
         for v in self.violations:
             out[v.kind] = out.get(v.kind, 0) + 1
         return out
+
+
+def scurve_stop(v: float, a: float, jerk: float, dec: float) -> list[tuple[float, float]]:
+    """(jerk, duration) phases of the fastest stop from v >= 0, a (v >= a^2 / 2J when a < 0), see the module
+    docstring."""
+    p = min(dec, math.sqrt(max(0.0, jerk * v + 0.5 * a * a)))
+    hold = max(0.0, v + a * a / (2.0 * jerk) - p * p / jerk) / p if p > 0.0 else 0.0
+    return [(-jerk, max(0.0, (a + p) / jerk)), (0.0, hold), (jerk, p / jerk)]
+
+
+def travel(v: float, a: float, phases: Sequence[tuple[float, float]]) -> float:
+    """Distance covered through constant-jerk phases from velocity v, acceleration a."""
+    x = 0.0
+    for j, t in phases:
+        x += v * t + a * t * t / 2.0 + j * t ** 3 / 6.0
+        v += a * t + j * t * t / 2.0
+        a += j * t
+    return x
