@@ -18,6 +18,8 @@ from torch import Tensor, nn
 import omni_vla
 from omni_vla.backends import LIBRARY_OF
 from omni_vla.runtime.bundle import installed_version
+from omni_vla_policies import lowering_cache
+from omni_vla_policies.lowering_cache import cache_dir, lowered, program_key
 
 
 def _without_unused_buffers(module: nn.Module, args: tuple[Tensor, ...]) -> nn.Module:
@@ -83,8 +85,8 @@ def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_
         ep = torch.export.export(compute(_without_unused_buffers(module, args)), args, strict=False)
     except AttributeError:  # forward names a buffer the graph never reads (e.g. unused by one form): keep them all
         ep = torch.export.export(compute(module), args, strict=False)
-    prog = to_edge_transform_and_lower(ep, partitioner=[partitioner]).to_executorch()
-    path.write_bytes(prog.buffer)
+    key = program_key(ep, delegate, (Path(__file__), Path(lowering_cache.__file__))) if cache_dir() else None
+    path.write_bytes(lowered(key, lambda: to_edge_transform_and_lower(ep, partitioner=[partitioner]).to_executorch().buffer))
 
 
 def export_onnx(module: nn.Module, args: tuple[Tensor, ...], in_names: list[str], out_names: list[str], path: Path) -> None:

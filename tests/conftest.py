@@ -1,4 +1,4 @@
-"""Shared test set-up: headless EGL rendering, DDS isolation per test run, and the import path.
+"""Shared test set-up: headless EGL rendering, DDS isolation per test run, the lowering cache, and the import path.
 
 Tests live in folders mirroring the packages (core/, runtime/, inference/, cloud/, ros/, safety/, sim/,
 policies/, tools/); what more than one test module uses (doubles such as ToyRuntime, rigs, fixtures) lives in
@@ -21,6 +21,11 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # One random DDS domain for this pytest process, so concurrent runs never cross-talk.
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# ExecuTorch lowerings served from a cache keyed by everything they depend on (policies/lowering_cache.py): most of
+# an import's time, and the same program whenever the graph, weights, delegate, versions and lowering code are.
+# An empty value turns it off.
+os.environ.setdefault("OMNI_VLA_LOWERING_CACHE", str(Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache"
+                                                                       / "omni_vla")) / "lowering"))
 
 _SUPPORT = str(Path(__file__).resolve().parent / "support")
 if _SUPPORT not in sys.path:

@@ -22,6 +22,7 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from omni_vla.ros.diagnostics import intervention_total  # noqa: E402
 from rcl_interfaces.msg import ParameterType, SetParametersResult  # noqa: E402
 from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
@@ -221,6 +222,8 @@ def test_killed_command_stream_gets_controlled_stop_within_timeout_then_hold(
         diag = [s for d in robot.diagnostics for s in d.status if s.name == "safety_supervisor"]
     values = {kv.key: kv.value for kv in diag[-1].values}
     assert values["state"] == "watchdog_stop" and values["interventions/watchdog_command"] == "1"
+    # vla_node's re-planner reads the same status through its own parser (docs/decisions/0011).
+    assert intervention_total(((kv.key, kv.value) for kv in diag[-1].values), {"watchdog_command"}) == 1
 
 
 def test_estop_latches_over_ros_and_resets_only_when_clear(ros_env: tuple[Robot, dict[str, str]]) -> None:
