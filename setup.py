@@ -82,9 +82,9 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "vla_node = omni_vla.ros.node:main",
-            "safety_supervisor = omni_vla_safety.node:main",
-            "sim_node = omni_vla_sim.node:main",
+            "vla_node = omni_vla.ros.node:run",
+            "safety_supervisor = omni_vla_safety.node:run",
+            "sim_node = omni_vla_sim.node:run",
             "omni-vla = omni_vla.tools.cli:main",
         ],
         # Backends outside the robot runtime, found by name (omni_vla/runtime/registry.py): the runtime imports none.

@@ -15,7 +15,7 @@ import yaml
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import LifecycleNode, Node
+from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
@@ -37,7 +37,10 @@ FASTDDS_PROFILE = """<?xml version="1.0" encoding="UTF-8" ?>
   </participant>
 </profiles>
 """
-LIFECYCLE = {"vla_node"}  # executables that are lifecycle nodes (autostart: configure + activate themselves)
+# vla_node is a lifecycle node that configures and activates itself (autostart), so it is started as a plain Node
+# action: launch_ros's LifecycleNode action starts a ROS node inside the launch process, whose shutdown joins a thread
+# spinning with a 1 s timeout and blocked launch's event loop for up to 1 s at every stop
+# (docs/decisions/0011-fast-stop.md). Its lifecycle services are the same either way.
 # Launch argument -> the nodes whose parameter of the same name it sets; empty: the parameter file's value.
 OVERRIDES = {
     "bundle_dir": ("vla_node",),
@@ -113,8 +116,7 @@ def node_actions(context, specs):
         params = {"use_sim_time": sim_time == "true"}
         params.update({name: ParameterValue(arg[name], value_type=str)
                        for name, nodes in OVERRIDES.items() if spec.executable in nodes and arg[name]})
-        kind = LifecycleNode if spec.executable in LIFECYCLE else Node
-        actions.append(kind(package="omni_vla", executable=spec.executable, name=spec.executable,
+        actions.append(Node(package="omni_vla", executable=spec.executable, name=spec.executable,
                             namespace=namespace, output="screen", additional_env=env,
                             parameters=[_params_file(arg["config_dir"], spec.executable, namespaced), params]))
     return actions

@@ -6,7 +6,9 @@ dedicated tick thread publishes the limited command (or the controlled stop / ho
 absolute deadlines. A ROS timer in the single-threaded executor gave the controller p99 11.6 ms and
 a 39.9 ms worst gap at 100 Hz (measured on the 2-core development machine), because every callback and log line delayed the tick.
 Under use_sim_time the tick is a ROS timer instead, so its period is simulated time. Stop signals
-and the process's life: interrupt.ros_main, as every node of the project.
+and the process's life: interrupt.ros_main, as every node of the project, except that rclpy does not shut the
+context down on a stop signal here: the node's last act is a controlled stop (`stop_and_hold`), published before
+it exits, so the controller (which keeps the last command) is left holding the arm at rest.
 
 Parameters: one descriptor per SupervisorConfig field (type, description, range: ros_params, which
 vla_node and sim_node use too); unknown names in the parameter overrides refuse start-up; LIVE_PARAMETERS change at run time after pydantic
@@ -36,7 +38,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from omni_vla_safety.config import NODE_NAME, SupervisorConfig, resolve_path
 from omni_vla_safety.errors import explain
-from omni_vla_safety.interrupt import ros_main, spin_until_stopped
+from omni_vla_safety.interrupt import exit_process, ros_main, spin_until_stopped
 from omni_vla_safety.limits import LimitsError, load_enforced_limits
 from omni_vla_safety.ros_params import coerce, descriptor, plain, unknown_overrides
 from omni_vla_safety.rt import LATENESS_WINDOW, DeadlineTicker, set_realtime_priority
@@ -49,6 +51,8 @@ LOG_PERIOD_S = 1.0  # per intervention kind: first message logged, the rest coun
 LIVE_PARAMETERS = frozenset({"command_timeout_s", "joint_state_timeout_s", "max_future_stamp_s", "out_of_range",
                              "status_period_s", "diagnostics_period_s"})
 RT_PRIORITY = 60  # SCHED_FIFO for the tick: above vla_node's loop (50), as the last line before the robot
+# On the way out: at most this long braking to rest (the Panda's worst case from full speed is about 0.35 s).
+EXIT_STOP_TIMEOUT_S = 1.0
 
 
 class UnknownParameters(ValueError):
@@ -297,6 +301,34 @@ class SafetySupervisorNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         return msg
 
+    def stop_and_hold(self, timeout_s: float = EXIT_STOP_TIMEOUT_S) -> bool:
+        """The last act before the process exits: latch a stop (the e-stop's controlled stop at the deceleration
+        limits, then hold) and keep publishing until the command is at rest and a hold has gone out after it, so the
+        controller holds the arm still instead of at a point of a motion cut short. True when at rest in time."""
+        if not self.context.ok():
+            return False  # the context is gone (a failed tick shut it down): nothing can be published
+        t0 = time.monotonic()
+        with self._lock:
+            self.supervisor.on_estop(True, self._now())
+        ticking = self._thread is not None and self._thread.is_alive()
+        at_rest = 0
+        try:
+            while time.monotonic() - t0 < timeout_s and at_rest < 2:
+                if not ticking:  # use_sim_time (a ROS timer, no longer spun) or a dead tick thread: tick here
+                    self._tick()
+                time.sleep(self.config.dt)
+                with self._lock:
+                    at_rest = at_rest + 1 if self.supervisor.status()["stopped"] else 0
+        except Exception as exc:  # noqa: BLE001 - report it; the process is exiting either way
+            self.get_logger().error(f"stopping: controlled stop failed: {exc!r}")
+            return False
+        took = time.monotonic() - t0
+        if at_rest < 2:
+            self.get_logger().error(f"stopping: command not at rest after {took:.2f} s; exiting anyway")
+            return False
+        self.get_logger().info(f"stopping: command at rest after {took:.2f} s; the controller holds it")
+        return True
+
     def destroy_node(self) -> None:
         """Stop the tick thread before its publishers go away."""
         self._stop.set()
@@ -319,9 +351,9 @@ def main(args: list[str] | None = None) -> int:
     cleanup: list[Any] = []
     node: SafetySupervisorNode | None = None
     try:
-        with ros_main(args, cleanup, before_init=before_init) as stop:
+        with ros_main(args, cleanup, before_init=before_init, rclpy_signals=False) as stop:
             node = SafetySupervisorNode()
-            cleanup.append(node.destroy_node)
+            cleanup += [node.stop_and_hold, node.destroy_node]
             node.get_logger().info(f"executor and DDS threads: {scheduling[0]}")
             spin_until_stopped(node, stop)
     except ValidationError as exc:
@@ -333,5 +365,10 @@ def main(args: list[str] | None = None) -> int:
     return 1 if node is not None and node.tick_error is not None else 0
 
 
+def run() -> None:
+    """Console script `safety_supervisor`: main(), then the process ends at once (interrupt.exit_process)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -33,7 +33,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from omni_vla_safety.errors import explain
-from omni_vla_safety.interrupt import ros_main, spin_until_stopped
+from omni_vla_safety.interrupt import exit_process, ros_main, spin_until_stopped
 from omni_vla_safety.ros_params import coerce, descriptor, unknown_overrides
 from omni_vla_sim import robot
 from omni_vla_sim.env import EnvConfig, PandaTaskEnv
@@ -232,5 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """Console script `sim_node`: main(), then the process ends at once (omni_vla_safety.interrupt.exit_process)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -63,7 +63,7 @@ from omni_vla.ros.assembly import Assembly, ConfigureError, assemble
 from omni_vla.ros.diagnostics import NodeCounts, Since, loop_report
 from omni_vla.ros.replan_io import ReplanIO
 from omni_vla_safety.errors import explain
-from omni_vla_safety.interrupt import ros_main, spin_until_stopped
+from omni_vla_safety.interrupt import exit_process, ros_main, spin_until_stopped
 from omni_vla_safety.ros_params import coerce, descriptor, model_fields, plain, unknown_overrides
 
 NODE_NAME = "vla_node"
@@ -411,5 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """Console script `vla_node`: main(), then the process ends at once (omni_vla_safety.interrupt.exit_process)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
