@@ -441,10 +441,11 @@ class CommandLimiter:
             if x > lo:
                 if x <= hi:
                     lo, lk = x, JERK
-                elif hk == POSITION or x - hi <= 1e3 * ROUNDING * (1.0 + abs(v)):
+                elif hk == POSITION:
                     lo = hi
                 else:
-                    self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+                    if x - hi > 1e3 * ROUNDING * (1.0 + abs(v)):
+                        self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
                     lo = hi = x
             if v < 0.0:
                 lo, hi = -hi, -lo
