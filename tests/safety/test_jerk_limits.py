@@ -137,7 +137,7 @@ def test_a_panda_braking_onto_its_range_end_keeps_every_limit_and_stops_on_it(dt
     lim = panda(dt, target_horizon_s=0.0)
     chk = Kinematics(lim)
     target = [(hi + 5.0) if upper else (lo - 5.0) for lo, hi in zip(lim.lo, lim.hi)]
-    for _ in range(int(6.0 / dt)):
+    for _ in range(int(2.0 / dt)):
         chk.step(lim.limit(target, None))
     for i in range(7):
         edge = lim.hi[i] if upper else lim.lo[i]
@@ -150,10 +150,10 @@ def test_the_approach_of_a_target_never_passes_it(dt: float) -> None:
     lim = panda(dt, target_horizon_s=0.05)
     chk = Kinematics(lim)
     rng = random.Random(4)
-    for _ in range(12):
-        target = [min(max(q + rng.uniform(-1.5, 1.5), lo), hi) for q, lo, hi in zip(lim.q, lim.lo, lim.hi)]
+    for _ in range(5):
+        target = [min(max(q + rng.uniform(-0.8, 0.8), lo), hi) for q, lo, hi in zip(lim.q, lim.lo, lim.hi)]
         start = list(lim.q)
-        for _ in range(int(2.5 / dt)):
+        for _ in range(int(1.2 / dt)):
             chk.step(lim.limit(target, None))
             for i in range(lim.n):
                 assert (lim.q[i] - target[i]) * (start[i] - target[i]) >= -1e-12, (i, lim.q[i], target[i])
