@@ -21,6 +21,9 @@ CAMERA_PREFIX = "observation.images."
 STATE_KEY, ENV_KEY, ACTION_KEY = "observation.state", "observation.environment_state", "action"
 
 
+QUANTILE_STATS = {"QUANTILES": ("q01", "q99"), "QUANTILE10": ("q10", "q90")}  # LeRobot's NormalizationMode -> stats
+
+
 class CheckpointError(ValueError):
     """The directory is not an ACT checkpoint this importer can convert; the message says why."""
 
@@ -76,7 +79,7 @@ def affine_map(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], 
     """LeRobot's NormalizerProcessorStep arithmetic as an affine map (eps where LeRobot adds it)."""
     mode = config["norm_map"].get(kind, "IDENTITY")
     eps = np.float32(config.get("eps", 1e-8))
-    if mode == "IDENTITY" or f"{key}.mean" not in stats and f"{key}.min" not in stats:
+    if mode == "IDENTITY" or not any(f"{key}.{s}" in stats for s in ("mean", "min", "q01", "q10")):
         one = np.ones(1, np.float32)
         return Affine(np.zeros(1, np.float32), one)
     if mode == "MEAN_STD":
@@ -86,7 +89,16 @@ def affine_map(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], 
         lo, hi = stats[f"{key}.min"].astype(np.float32), stats[f"{key}.max"].astype(np.float32)
         span = np.where(hi - lo == 0, eps, hi - lo).astype(np.float32)
         return Affine(lo + span / 2, span / 2)
-    raise CheckpointError(f"{key}: normalisation {mode} is not supported; expected MEAN_STD, MIN_MAX or IDENTITY")
+    if mode in QUANTILE_STATS:  # 2 (x - lo) / (hi - lo) - 1, the quantiles as MIN_MAX's bounds
+        low, high = QUANTILE_STATS[mode]
+        if f"{key}.{low}" not in stats or f"{key}.{high}" not in stats:
+            raise CheckpointError(f"{key}: normalisation {mode} needs the {low} and {high} statistics; the "
+                                  "checkpoint's processor state has none")
+        lo, hi = stats[f"{key}.{low}"].astype(np.float32), stats[f"{key}.{high}"].astype(np.float32)
+        span = np.where(hi - lo == 0, eps, hi - lo).astype(np.float32)
+        return Affine(lo + span / 2, span / 2)
+    raise CheckpointError(f"{key}: normalisation {mode} is not supported; expected MEAN_STD, MIN_MAX, "
+                          f"{', '.join(QUANTILE_STATS)} or IDENTITY")
 
 
 def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:

@@ -1,6 +1,7 @@
 """`omni-vla import lerobot CHECKPOINT_DIR --out BUNDLE --joint-names a,b,... --rate-hz F`: a LeRobot checkpoint
 becomes a bundle for ExecuTorch and MNN; the policy kind is read from its config.json (KINDS). An ACT becomes a
-kind-"chunk" bundle (format 3), a SmolVLA a kind-"vla" bundle (policies/lerobot_smolvla.py).
+kind-"chunk" bundle (format 3), a SmolVLA a kind-"vla" bundle (policies/lerobot_smolvla.py), and so do pi0 and
+pi0.5 (policies/lerobot_pi0.py).
 
 The graph is ACT alone (policies/act_model.py, loaded from the checkpoint's safetensors), exported in its export form
 (act_export_form: one for XNNPACK, one for ONNX/MNN; the same function); LeRobot's normalisation pipelines become the
@@ -25,10 +26,11 @@ from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkMani
 from omni_vla_policies.act_model import ActInference, act_export_form
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
 from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint, read_json
+from omni_vla_policies.lerobot_pi0 import import_pi0
 from omni_vla_policies.lerobot_smolvla import import_smolvla
 
 BACKENDS = ROBOT_BACKENDS  # what an imported bundle holds: the robot runtimes' programs
-KINDS = ("act", "smolvla")  # LeRobot's config.json "type" values this importer converts
+KINDS = ("act", "smolvla", "pi0", "pi05")  # LeRobot's config.json "type" values this importer converts
 
 
 def _affine(a: np.ndarray) -> list[float]:
@@ -143,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instructions", type=Path, default=None,
                    help="JSON {names, table: {instruction: vector}} for a policy conditioned on environment_state")
     p.add_argument("--tokenizer", type=Path, default=None,
-                   help="SmolVLA: the VLM's tokenizer.json (default: from vlm_model_name's directory or the HF cache)")
+                   help="SmolVLA / pi0: the tokenizer.json (default: from vlm_model_name's or the preprocessor's "
+                        "tokenizer_name directory, or the HF cache)")
     p.add_argument("--quantize", choices=["int8"], default=None,
                    help="SmolVLA: int8 variants of every stage (the parity against fp32 goes into the manifest)")
     a = p.parse_args(argv)
@@ -157,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         kind = checkpoint_kind(a.checkpoint)
         if kind == "smolvla":
             m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize)
-        elif a.quantize or a.tokenizer:
-            raise CheckpointError("--quantize and --tokenizer apply to SmolVLA checkpoints; this one is an ACT")
+        elif a.quantize:
+            raise CheckpointError(f"--quantize applies to SmolVLA checkpoints; this one is {kind}")
+        elif kind in ("pi0", "pi05"):
+            m = import_pi0(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer)
+        elif a.tokenizer:
+            raise CheckpointError("--tokenizer applies to SmolVLA and pi0 checkpoints; this one is an ACT")
         else:
             m = import_act(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.instructions)
     except CheckpointError as exc:

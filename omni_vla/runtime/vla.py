@@ -11,6 +11,9 @@ the prefix itself, so the chunk starts exactly where the committed actions are. 
 pinning needs no re-export. The padded action columns start at zero, not at fresh noise as LeRobot draws them:
 finish cuts them, and the loop's noise (noise_scale) stays the one source of randomness, so noise_scale 0 gives
 deterministic chunks here as with every other bundle.
+
+A bundle with `language.state_prompt` (pi0.5) tokenises its prompt on every inference: its instruction vector
+carries the instruction's text (byte count, then UTF-8 bytes), and the normalised state's bins go into the template.
 """
 from __future__ import annotations
 
@@ -71,6 +74,9 @@ class StagedVLARuntime:
             path = verify_artifact(self.bundle_dir, spec)
             self._runs[stage] = load_program(path, m.stages[stage], self._bufs[stage], num_threads)
         self._tokenizer = self._load_tokenizer()
+        sp = m.language.state_prompt
+        self._state_prompt = sp
+        self._bin_edges = None if sp is None else np.linspace(-1.0, 1.0, sp.bins + 1)[:-1]
         self._norm = {k: (np.asarray(a.subtract, np.float32), np.asarray(a.divide, np.float32))
                       for k, a in m.normalization.items()}
         self._noise = np.zeros(self._bufs["step"][0].shape, np.float32)  # full padded width
@@ -107,9 +113,28 @@ class StagedVLARuntime:
                            f"{sorted(lang.table)}")
         return lang.table[text]
 
+    def prompt_token_ids(self, text: str, normalised_state: np.ndarray) -> list[int]:
+        """A state-prompt bundle's ids for `text` and one normalised state (Pi05PrepareStateTokenizerProcessorStep)."""
+        sp = self._state_prompt
+        assert sp is not None and self._tokenizer is not None and self._bin_edges is not None
+        clean = text.strip().replace("_", " ").replace("\n", " ")
+        bins = np.digitize(normalised_state, self._bin_edges) - 1
+        prompt = sp.template.replace("{task}", clean).replace("{state}", " ".join(str(int(b)) for b in bins))
+        return self._tokenizer.encode(prompt).ids
+
     def encode_instruction(self, text: str) -> np.ndarray:
-        """float32 [2 * max_tokens]: the token ids padded, then the mask."""
+        """float32 [2 * max_tokens]: the token ids padded, then the mask; a state-prompt bundle's: the byte count,
+        then the UTF-8 bytes (each exact in float32), tokenised with the state by infer."""
         lang = self.manifest.language
+        if self._state_prompt is not None:
+            data = text.encode("utf-8")
+            if not text.strip() or len(data) >= self.embedding_dim:
+                raise KeyError(f"instruction {text!r}: expected a non-empty text of at most "
+                               f"{self.embedding_dim - 1} UTF-8 bytes")
+            out = np.zeros(self.embedding_dim, np.float32)
+            out[0] = len(data)
+            out[1:1 + len(data)] = np.frombuffer(data, np.uint8)
+            return out
         ids = self.token_ids(text)
         out = np.zeros(self.embedding_dim, np.float32)
         out[: len(ids)] = ids
@@ -132,13 +157,16 @@ class StagedVLARuntime:
         for i, cam in enumerate(self.cameras):
             np.copyto(vision, images[cam.name])
             np.copyto(pre[0][i], self._runs["vision"]()[0][0])
-        np.copyto(pre[1][0], instruction[0, :n], casting="unsafe")
-        np.copyto(pre[2][0], instruction[0, n:])
-        np.copyto(step[4], pre[2])
         sub, div = self._norm["state"]
         pre[3].fill(0.0)
         np.subtract(state[0], sub, out=pre[3][0, : self._state_dim])
         np.divide(pre[3][0, : self._state_dim], div, out=pre[3][0, : self._state_dim])
+        if self._state_prompt is None:
+            np.copyto(pre[1][0], instruction[0, :n], casting="unsafe")
+            np.copyto(pre[2][0], instruction[0, n:])
+        else:
+            self._write_prompt(instruction[0], pre[3][0, : self._state_dim], pre[1][0], pre[2][0])
+        np.copyto(step[4], pre[2])
         keys, values = self._runs["prefix"]()
         np.copyto(step[2], keys)
         np.copyto(step[3], values)
@@ -147,6 +175,18 @@ class StagedVLARuntime:
         sub, div = self._norm["action"]
         np.multiply(self._runs["finish"]()[0][0], div, out=out)
         np.add(out, sub, out=out)
+
+    def _write_prompt(self, instruction: np.ndarray, normalised_state: np.ndarray, tokens: np.ndarray,
+                      mask: np.ndarray) -> None:
+        count = int(instruction[0])
+        if not 0 < count < self.embedding_dim:
+            raise ValueError(f"instruction: byte count {instruction[0]!r}; expected a vector made by encode_instruction")
+        text = instruction[1:1 + count].astype(np.uint8).tobytes().decode("utf-8", "replace")
+        ids = self.prompt_token_ids(text, normalised_state)
+        tokens.fill(0)
+        mask.fill(0.0)
+        tokens[: len(ids)] = ids
+        mask[: len(ids)] = 1.0
 
     def _denoise(self, noise: np.ndarray, prefix: np.ndarray, p: int) -> None:
         """Euler from time 1 to 0 in step's own x buffer; pinned rows inpainted before each step and at the end."""

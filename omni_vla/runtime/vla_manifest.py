@@ -30,6 +30,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class StatePromptSpec(_Strict):
+    """pi0.5: the state is written into the prompt each tick. The normalised state's elements become bins of
+    [-1, 1] (np.digitize on `bins` equal steps, minus 1: below -1 gives -1, 1 and above give bins - 1), joined by
+    spaces as `{state}`; the instruction, stripped with '_' and newlines as spaces, is `{task}`."""
+
+    template: str = Field(description="the whole prompt, e.g. 'Task: {task}, State: {state};\\nAction: '")
+    bins: int = Field(256, ge=2, description="equal bins over [-1, 1]")
+
+    @model_validator(mode="after")
+    def _has_fields(self) -> "StatePromptSpec":
+        if "{task}" not in self.template or "{state}" not in self.template:
+            raise ValueError("state_prompt.template must contain {task} and {state}")
+        return self
+
+
 class LanguageSpec(_Strict):
     """How an instruction becomes the prefix's token ids: the model's own tokenizer shipped in the bundle (run on
     the robot with `tokenizers`), or a fixed table of instructions for bundles without one."""
@@ -39,11 +54,16 @@ class LanguageSpec(_Strict):
     table: dict[str, list[int]] = Field(default_factory=dict, description="instruction text -> token ids (unpadded)")
     tokenizer_file: ArtifactSpec | None = Field(None, description="a `tokenizers` JSON; when set, any text is tokenised")
     prompt_suffix: str = Field("", description="appended to the instruction before tokenising (SmolVLA: a newline)")
+    state_prompt: StatePromptSpec | None = Field(None, description="the state tokenised into the prompt each tick "
+                                                 "(pi0.5); needs tokenizer_file")
 
     @model_validator(mode="after")
     def _has_a_source(self) -> "LanguageSpec":
         if not self.table and self.tokenizer_file is None:
             raise ValueError("language needs a tokenizer_file or a non-empty table")
+        if self.state_prompt is not None and (self.tokenizer_file is None or self.prompt_suffix):
+            raise ValueError("language.state_prompt needs a tokenizer_file and no prompt_suffix (the template is "
+                             "the whole prompt)")
         return self
 
 

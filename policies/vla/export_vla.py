@@ -21,7 +21,8 @@ from safetensors.torch import load_file
 
 from omni_vla.backends import ARTIFACT_FORMATS
 from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioner, export_onnx, export_pte, versions
-from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict, stage_inputs, stage_modules
+from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict
+from omni_vla_policies.vla.stages import stage_inputs, stage_modules
 from omni_vla_policies.vla.smolvla_config import SIZES, SmolVLAArch
 
 
@@ -68,7 +69,7 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = ARTIFAC
     "export_s"}}}."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "arch.json").write_text(model.arch.model_dump_json(indent=1))
-    mods, ins = stage_modules(model), stage_inputs(model.arch)
+    mods, ins = stage_modules(model), stage_inputs(model)
     qmods = stage_modules(int8_dynamic(model)) if int8 and "executorch" in backends else {}
     report: dict = {}
     for name in stages or tuple(mods):

@@ -2,10 +2,10 @@
 
     python -m omni_vla_policies.vla.parity_import BUNDLE IO.npz --task "pick up the cube" [--backends executorch,mnn]
 
-IO.npz is tests/support/smolvla_checkpoint.py's output (raw images per camera as `image.<name>`, state, the noise of
-the robot's action columns, LeRobot's tokens and its unnormalised actions). Prints JSON: per backend the
-end-to-end SNR (dB) and max abs error of the chunk, whether the bundle's tokenizer gave LeRobot's ids, and the
-seconds of one whole inference. Exit 2 with one line on a missing or mismatched file.
+IO.npz is tests/support/smolvla_checkpoint.py's or pi0_checkpoint.py's output (raw images per camera as
+`image.<name>`, state, the noise of the robot's action columns, LeRobot's tokens and its unnormalised actions).
+Prints JSON: per backend the end-to-end SNR (dB) and max abs error of the chunk, whether the bundle's tokenizer gave
+LeRobot's ids (pi0.5: with the state in the prompt), and the seconds of one whole inference. Exit 2 with one line on a missing or mismatched file.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.registry import robot_module
 from omni_vla.runtime.vla import StagedVLARuntime
 from omni_vla.tools.outputs import native_stdout_silenced
-from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, stage_modules
+from omni_vla_policies.vla.model import STAGE_IO, SmolVLA
+from omni_vla_policies.vla.stages import stage_modules
 from omni_vla_policies.vla.parity_vla import snr_db
 
 def open_vla(bundle: Path, backend: str, threads: int = 1) -> StagedVLARuntime:
@@ -77,11 +78,15 @@ def self_parity(bundle: Path, model: SmolVLA, backends: Sequence[str], seed: int
 
 def compare(bundle: Path, io: dict[str, np.ndarray], task: str, backend: str, threads: int = 1) -> dict:
     rt = open_vla(bundle, backend, threads)
-    n = rt.manifest.language.max_tokens
     lang = rt.encode_instruction(task)
+    if rt.manifest.language.state_prompt is None:
+        ids = rt.token_ids(task)
+    else:  # the prompt holds the state (pi0.5)
+        norm = rt.manifest.normalization["state"]
+        ids = rt.prompt_token_ids(task, (io["state"] - np.asarray(norm.subtract, np.float32))
+                                  / np.asarray(norm.divide, np.float32))
     valid = int(io["lang_mask"].sum())
-    tokens_match = (lang[:valid].astype(np.int64).tolist() == io["lang_tokens"][0, :valid].tolist()
-                    and int(lang[n:].sum()) == valid)
+    tokens_match = ids == io["lang_tokens"][0, :valid].tolist()
     out = np.zeros((rt.horizon, rt.action_dim), np.float32)
     images = {c.name: io[f"image.{c.name}"][None] for c in rt.cameras}
     prefix = np.zeros((1, rt.horizon, rt.action_dim), np.float32)
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         with native_stdout_silenced():  # MNN prints to fd 1
             res = {b: compare(a.bundle, io, a.task, b, a.threads) for b in backends}
     except (OSError, KeyError, ValueError, BundleError) as exc:
-        print(f"parity_import: {str(exc).splitlines()[0]}; expected a bundle and smolvla_checkpoint.py's io.npz",
+        print(f"parity_import: {str(exc).splitlines()[0]}; expected a bundle and an io.npz of a *_checkpoint.py",
               file=sys.stderr)
         return 2
     print(json.dumps({"bundle": str(a.bundle), "task": a.task, "threads": a.threads, "backends": res}, indent=1))

@@ -104,10 +104,10 @@ def test_the_instruction_changes_the_actions(reference: Path, bundle: Path) -> N
 
 
 def test_a_policy_kind_that_cannot_be_imported_is_refused_naming_the_kinds(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"type": "pi0"}))
+    (tmp_path / "config.json").write_text(json.dumps({"type": "pi0_fast"}))
     res = import_cli(str(tmp_path), "--out", str(tmp_path / "b"), "--joint-names", "a", "--rate-hz", "10")
     assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
-    assert "'pi0'" in res.stderr and "act, smolvla" in res.stderr and not (tmp_path / "b").exists()
+    assert "'pi0_fast'" in res.stderr and "act, smolvla" in res.stderr and not (tmp_path / "b").exists()
 
 
 def test_a_checkpoint_whose_vlm_cannot_be_found_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:

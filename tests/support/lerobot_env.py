@@ -18,6 +18,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "lerobot_requirements.txt"
 SMOLVLA_REQUIREMENTS = HERE / "smolvla_requirements.txt"
+PI0_REQUIREMENTS = HERE / "pi0_requirements.txt"
+PYTHON312 = Path(os.environ.get("OMNI_VLA_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/python3.12"))
 REFERENCE = HERE / "lerobot_reference.py"
 CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla"))
 
@@ -29,8 +31,9 @@ def _pip(python: Path, *args: str) -> None:
         raise RuntimeError(f"pip install {' '.join(args)} failed in LeRobot's venv:\n{out.stderr[-3000:]}")
 
 
-def lerobot_python(requirements: Path = REQUIREMENTS, prefix: str = "lerobot") -> Path:
-    """The interpreter of LeRobot's venv, building it (minutes, once) when the requirements changed."""
+def lerobot_python(requirements: Path = REQUIREMENTS, prefix: str = "lerobot", base: Path | None = None) -> Path:
+    """The interpreter of LeRobot's venv, building it (minutes, once) when the requirements changed; `base`: the
+    interpreter the venv is made from (default: this one)."""
     text = requirements.read_text()
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
     venv = CACHE / f"{prefix}-{key}"
@@ -39,14 +42,15 @@ def lerobot_python(requirements: Path = REQUIREMENTS, prefix: str = "lerobot") -
     if stamp.is_file():
         return python
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(base or sys.executable), "-m", "venv", str(venv)], check=True)
     lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
     pins = [ln for ln in lines if ln]
     torch_pins = [p for p in pins if p.startswith(("torch==", "torchvision=="))]
     no_deps = [p.replace("--no-deps", "").strip() for p in pins if "--no-deps" in p]
     rest = [p for p in pins if p not in torch_pins and "--no-deps" not in p]
     _pip(python, *torch_pins)
-    _pip(python, "--no-deps", *no_deps)
+    if no_deps:
+        _pip(python, "--no-deps", *no_deps)
     _pip(python, *rest)
     stamp.write_text(text)
     return python
@@ -55,6 +59,13 @@ def lerobot_python(requirements: Path = REQUIREMENTS, prefix: str = "lerobot") -
 def smolvla_python() -> Path:
     """LeRobot with its smolvla extra (transformers<5), a second venv so the first one's pins stay untouched."""
     return lerobot_python(SMOLVLA_REQUIREMENTS, "smolvla")
+
+
+def pi0_python() -> Path:
+    """LeRobot 0.6.1 with its pi extra on Python 3.12 (what its pi0 / pi0.5 need), a venv of its own."""
+    if not PYTHON312.is_file():
+        raise RuntimeError(f"{PYTHON312} is missing: LeRobot 0.6.1 needs Python 3.12 (set OMNI_VLA_PYTHON312)")
+    return lerobot_python(PI0_REQUIREMENTS, "pi0", PYTHON312)
 
 
 def run_reference(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -116,6 +127,48 @@ def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
     return root / "ref"
 
 
+
+
+PI0_TASK = "pick up the red block"
+PI0_CAMERAS = {"front": [3, 48, 64], "wrist": [3, 48, 64]}  # wider than tall: resized with centred padding to 28
+PI0_CHECKPOINT = HERE / "pi0_checkpoint.py"
+# Test size: LeRobot's own Gemma / SigLIP classes at a few dozen widths (8 query heads and 1 KV head as in every
+# pi0 variant; SigLIP heads of 72 as in So400m), 28 px images (2 x 2 patches of 14).
+PI0_SIZES = {"vlm": {"width": 64, "depth": 2, "mlp_dim": 128, "num_heads": 8, "num_kv_heads": 1, "head_dim": 8},
+             "expert": {"width": 32, "depth": 2, "mlp_dim": 64, "num_heads": 8, "num_kv_heads": 1, "head_dim": 8},
+             "vision": {"hidden_size": 144, "num_hidden_layers": 2, "num_attention_heads": 2, "patch_size": 14}}
+
+
+def write_pi0_tokenizer(directory: Path) -> None:
+    """A word-level stand-in for PaliGemma's tokenizer: BOS added, punctuation and the newline as tokens of their
+    own, the words of the tasks, pi0.5's prompt words and its 256 state bins (and the -1 below them)."""
+    words = ["<pad>", "<unk>", "<bos>", "<eos>", "\n", ":", ",", ";", "-", "Task", "State", "Action",
+             *"pick up the red block put green cube on stack push left right".split(), *map(str, range(256))]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
+                                                 pre_tokenizers.Split("\n", "isolated"),
+                                                 pre_tokenizers.Punctuation("isolated")])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<pad>", "unk_token": "<unk>",
+        "bos_token": "<bos>", "eos_token": "<eos>", "model_max_length": 512}))
+
+
+def lerobot_pi0(root: Path, policy: str) -> Path:
+    """root/tokenizer, root/ref/pretrained_model and root/ref/io.npz from LeRobot 0.6.1's own pi0 / pi05 code."""
+    write_pi0_tokenizer(root / "tokenizer")
+    fields = {"chunk_size": 8, "n_action_steps": 8, "num_inference_steps": 3, "image_resolution": [28, 28],
+              "tokenizer_max_length": 24 if policy == "pi0" else 40, "max_state_dim": 16, "max_action_dim": 16}
+    spec = {"policy": policy, "tokenizer_dir": str(root / "tokenizer"), "fields": fields, **PI0_SIZES,
+            "cameras": PI0_CAMERAS, "state_dim": len(PANDA_JOINTS), "action_dim": len(PANDA_JOINTS), "seed": 3,
+            "task": PI0_TASK}
+    (root / "spec.json").write_text(json.dumps(spec))
+    out = subprocess.run([str(pi0_python()), str(PI0_CHECKPOINT), str(root / "ref"), str(root / "spec.json")],
+                         capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return root / "ref"
 
 
 def imported_smolvla(root: Path, rate_hz: float = 10.0) -> Path:
