@@ -1,0 +1,178 @@
+"""Single-joint, 1 kHz cases of the jerk-limited limiter, small enough to run for every mutant of its code.
+
+Each case checks every command from the published positions only (range, velocity, acceleration, jerk,
+no reversal in a stop, every moving state stoppable) and what the case is about (results/safety/mutation_jerk.md).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pytest
+from limits_yaml import limits_yaml
+
+from omni_vla_safety.limiter import CommandLimiter, stop_excursion, stop_time
+from omni_vla_safety.limits import parse_joint_limits_yaml
+
+KHZ = 0.001
+# The Panda's joint 2 (the lowest jerk limit), and a joint whose deceleration limit is below its acceleration's.
+J2 = dict(min_position=-1.7628, max_position=1.7628, max_velocity=2.175, max_acceleration=7.5, max_jerk=3750.0)
+AD = dict(min_position=-1.0, max_position=1.0, max_velocity=1.0, max_acceleration=10.0, max_deceleration=6.0,
+          max_jerk=2000.0)
+
+
+def joint(fields: dict, start: float = 0.0, dt: float = KHZ, **kwargs: object) -> CommandLimiter:
+    lim = CommandLimiter(["a"], [parse_joint_limits_yaml(limits_yaml(a=fields))["a"]], dt, **kwargs)  # type: ignore[arg-type]
+    lim.reset([start])
+    return lim
+
+
+class Check:
+    def __init__(self, lim: CommandLimiter) -> None:
+        self.lim, self.q, self.v, self.a = lim, lim.q[0], 0.0, 0.0
+        self.m = min(lim.acc[0], lim.dec[0])
+
+    def __call__(self, out: Sequence[float], stopping: bool = False, in_range: bool = True) -> None:
+        lim, dt = self.lim, self.lim.dt
+        assert not any(r[0].endswith("_yielded") and r[0] != "max_step_yielded" for r in lim.interventions)
+        q = out[0]
+        v = (q - self.q) / dt
+        a = (v - self.v) / dt
+        j = (a - self.a) / dt
+        assert not in_range or lim.lo[0] - 1e-12 <= q <= lim.hi[0] + 1e-12, q
+        assert abs(v) <= lim.vmax[0] + 1e-9 and abs(a) <= self.m + 1e-6 and abs(j) <= lim.jerk[0] + 1e-3, (v, a, j)
+        if stopping:
+            assert v * self.v >= 0.0, (self.v, v)
+        if v == 0.0:
+            assert abs(a) <= lim.jerk[0] * dt + 1e-6, a
+        else:
+            brake = min(0.0, (1.0 if v > 0 else -1.0) * a + 0.5 * lim.jerk[0] * dt)
+            assert abs(v) >= brake * brake / (2 * lim.jerk[0]) - 1e-9, (v, a)
+        self.q, self.v, self.a = q, v, a
+
+    def stop(self, ticks: int) -> int:
+        for k in range(ticks):
+            self(self.lim.stop(), stopping=True)
+            if self.lim.v[0] == 0.0 and self.lim.a[0] == 0.0:
+                return k + 1
+        raise AssertionError(f"still moving: v {self.lim.v[0]}")
+
+
+def s_curve(v: float, a: float, jerk: float, dec: float) -> tuple[float, float]:
+    """Travel and final velocity of the S-curve stop, in 3 x 2000 small exact constant-jerk steps."""
+    p = min(dec, math.sqrt(jerk * v + 0.5 * a * a))
+    t1, t2 = (a + p) / jerk, max(0.0, v + a * a / (2 * jerk) - p * p / jerk) / p
+    x = 0.0
+    for j, length in ((-jerk, t1), (0.0, t2), (jerk, p / jerk)):
+        h = length / 2000
+        for _ in range(2000):
+            x += v * h + a * h * h / 2 + j * h ** 3 / 6
+            v += a * h + j * h * h / 2
+            a += j * h
+    return x, v
+
+
+@pytest.mark.parametrize("v, a", [(1.0, 0.0), (0.2, 6.0), (0.05, -5.0), (0.004, 1.0), (-0.0005, 4.0), (2.0, -7.0)])
+def test_the_s_curve_excursion_and_time_are_those_of_the_profile(v: float, a: float) -> None:
+    x, v_end = s_curve(v, a, 3750.0, 7.5)
+    assert stop_excursion(v, a, 3750.0, 7.5) == pytest.approx(x, rel=1e-9, abs=1e-15) and abs(v_end) < 1e-9
+    p = min(7.5, math.sqrt(3750.0 * v + 0.5 * a * a))
+    t = (a + 2 * p) / 3750.0 + max(0.0, v + a * a / 7500.0 - p * p / 3750.0) / p
+    assert stop_time(v, a, 3750.0, 7.5) == pytest.approx(t, rel=1e-12)
+
+
+def test_the_s_curve_from_braking_too_hard_is_bounded_by_the_stop_that_ends_exactly_at_rest() -> None:
+    assert stop_excursion(0.001, -3.0, 3750.0, 7.5) == pytest.approx(0.001 * math.sqrt(0.002 / 3750.0) / 3)
+    assert stop_excursion(-0.01, 2.0, 3750.0, 7.5) == 0.0 and stop_excursion(0.0, -1.0, 3750.0, 7.5) == 0.0
+    assert stop_time(0.0, -1.0, 3750.0, 7.5) == 0.0 and stop_time(0.0, 0.0, 3750.0, 7.5) == 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_braking_onto_the_range_end_at_1khz_stops_on_it_within_every_limit(sign: float) -> None:
+    lim = joint(J2, start=sign * 1.3)
+    chk = Check(lim)
+    for _ in range(700):
+        chk(lim.limit([sign * 5.0], None))
+    assert lim.q[0] == pytest.approx(sign * lim.hi[0], abs=1e-6) and lim.v[0] == 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_stop_at_1khz_is_at_rest_by_its_s_curve_time_and_never_reverses(sign: float) -> None:
+    for ticks in (3, 40, 400):
+        lim = joint(J2, target_horizon_s=0.0)
+        chk = Check(lim)
+        for _ in range(ticks):
+            chk(lim.limit([sign * 1.7], None))
+        v, a = abs(lim.v[0]), math.copysign(1.0, lim.v[0]) * lim.a[0]
+        bound = stop_time(v, min(a + 0.5 * lim.jerk[0] * KHZ, lim.acc[0]), lim.jerk[0], lim.dec[0])
+        moving = 0
+        for k in range(1, 1000):
+            chk(lim.stop(), stopping=True)
+            moving = k if lim.v[0] != 0.0 else moving
+            if lim.v[0] == 0.0 and lim.a[0] == 0.0:
+                break
+        assert moving * KHZ <= bound + 1e-12, (ticks, moving, bound)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_approaching_a_target_at_1khz_never_passes_it(sign: float) -> None:
+    for step in (0.002, 0.05, 0.4):
+        lim = joint(J2, target_horizon_s=0.05)
+        chk = Check(lim)
+        for _ in range(900):
+            chk(lim.limit([sign * step], None))
+            assert sign * lim.q[0] <= step + 1e-12
+        assert lim.q[0] == pytest.approx(sign * step, abs=1e-6)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_reaching_the_velocity_limit_at_1khz_ramps_the_acceleration_away_before_it(sign: float) -> None:
+    fields = dict(J2, max_velocity=0.3)
+    lim = joint(fields, target_horizon_s=0.0)
+    chk = Check(lim)
+    for _ in range(250):
+        chk(lim.limit([sign * 1.7], None))
+    assert lim.v[0] == pytest.approx(sign * 0.3, rel=1e-9)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_from_beyond_the_range_at_1khz_the_command_only_comes_back(sign: float) -> None:
+    lim = joint(J2, start=sign * 1.8)
+    chk = Check(lim)
+    worst = 1.8 - lim.hi[0]
+    for _ in range(300):
+        chk(lim.limit([0.0], None), in_range=False)
+        out = max(sign * lim.q[0] - lim.hi[0], 0.0)
+        assert out <= worst + 1e-15
+        worst = out
+    assert worst == 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_max_step_window_at_1khz_is_braked_for_and_rested_on(sign: float) -> None:
+    lim = joint(J2, max_relative_target=[0.05])
+    chk = Check(lim)
+    for _ in range(400):
+        chk(lim.limit([sign * 1.0], [0.0]))
+        assert abs(lim.q[0]) <= 0.05 + 1e-12
+        assert not any(r[0] == "max_step_yielded" for r in lim.interventions)
+    assert lim.q[0] == pytest.approx(sign * 0.05, abs=1e-6) and lim.v[0] == 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_reversing_at_1khz_keeps_every_state_stoppable_and_a_stop_from_it_clean(sign: float) -> None:
+    for cut in (180, 250, 330):
+        lim = joint(AD, target_horizon_s=0.0)
+        chk = Check(lim)
+        for k in range(cut):
+            chk(lim.limit([sign * 0.2 * math.sin(2 * math.pi * 3.0 * k * KHZ)], None))
+        chk.stop(600)
+
+
+def test_a_joint_with_less_deceleration_than_acceleration_keeps_the_smaller_both_ways() -> None:
+    lim = joint(AD, dt=0.01)
+    chk = Check(lim)
+    for target in (0.9, -0.9, 0.3, -0.95, 0.0):
+        for _ in range(60):
+            chk(lim.limit([target], None))
+    chk.stop(100)
