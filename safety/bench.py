@@ -20,6 +20,7 @@ import platform
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -85,32 +86,45 @@ def measure(n_joints: int, repetitions: int, limits_file: str) -> dict[str, obje
     return result
 
 
-def fuzz(steps: int, chunk: int, rates: Sequence[float]) -> dict[str, object]:
-    """Run the oracle-checked hostile generator; seeds differ per chunk so starts and faults vary."""
+def _fuzz_modules() -> tuple[object, list[object]]:
     tests = Path(__file__).resolve().parent.parent / "tests"
     if not (tests / "safety" / "safety_oracle.py").is_file():
         raise FileNotFoundError(f"{tests / 'safety' / 'safety_oracle.py'}: the oracle lives in the source "
                                 "checkout's tests/safety/")
     sys.path[:0] = [str(tests / "safety"), str(tests / "support")]
-    safety_fuzz = importlib.import_module("safety_fuzz")
-    robots = importlib.import_module("safety_robots").fuzz_robots()
-    runs = []
-    for robot in robots:
-        for rate in rates:
-            done, kinds, t0 = 0, {}, time.perf_counter()
-            seed = 0
-            while done < steps:
-                n = min(chunk, steps - done)
-                rig = safety_fuzz.run_random(robot, rate, n, seed=seed)
-                for kind, count in rig.oracle.counts().items():
-                    kinds[kind] = kinds.get(kind, 0) + count
-                done, seed = done + n, seed + 1
-            wall = time.perf_counter() - t0
-            runs.append({"robot": robot.name, "joints": len(robot.names), "rate_hz": rate, "steps": done,
-                         "episodes": seed, "violations": sum(kinds.values()), "violations_by_kind": kinds,
-                         "steps_per_s": round(done / wall)})
-    return {"fuzz": runs, "total_steps": sum(r["steps"] for r in runs),
-            "total_violations": sum(r["violations"] for r in runs)}
+    return importlib.import_module("safety_fuzz"), importlib.import_module("safety_robots").fuzz_robots()
+
+
+def _fuzz_one(k: int, rate: float, steps: int, chunk: int) -> dict[str, object]:
+    """Robot k of the fuzzed descriptions at one rate (in a worker process: modules loaded there)."""
+    safety_fuzz, robots = _fuzz_modules()
+    robot = robots[k]
+    done, kinds, t0 = 0, {}, time.perf_counter()
+    seed = 0
+    while done < steps:
+        n = min(chunk, steps - done)
+        rig = safety_fuzz.run_random(robot, rate, n, seed=seed)  # type: ignore[attr-defined]
+        for kind, count in rig.oracle.counts().items():
+            kinds[kind] = kinds.get(kind, 0) + count
+        done, seed = done + n, seed + 1
+    wall = time.perf_counter() - t0
+    return {"robot": robot.name, "joints": len(robot.names), "rate_hz": rate, "steps": done,  # type: ignore[attr-defined]
+            "episodes": seed, "violations": sum(kinds.values()), "violations_by_kind": kinds,
+            "steps_per_s": round(done / wall)}
+
+
+def fuzz(steps: int, chunk: int, rates: Sequence[float], jobs: int = 1) -> dict[str, object]:
+    """Run the oracle-checked hostile generator; seeds differ per chunk so starts and faults vary. With jobs > 1,
+    each robot and rate in its own process (same seeds, same result; steps_per_s is then per process)."""
+    _, robots = _fuzz_modules()
+    cases = [(k, rate) for k in range(len(robots)) for rate in rates]
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            runs = list(pool.map(_fuzz_one, *zip(*cases), [steps] * len(cases), [chunk] * len(cases)))
+    else:
+        runs = [_fuzz_one(k, rate, steps, chunk) for k, rate in cases]
+    return {"fuzz": runs, "total_steps": sum(r["steps"] for r in runs),  # type: ignore[misc]
+            "total_violations": sum(r["violations"] for r in runs)}  # type: ignore[misc]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,12 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="instead: N oracle-checked hostile steps per robot and rate")
     parser.add_argument("--fuzz-episode", type=int, default=100000, metavar="STEPS",
                         help="steps per fuzz episode (each a new seed, start and fault mix)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="fuzz robots and rates in N processes (the same runs, in parallel)")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    if args.fuzz < 0 or args.fuzz_episode < 1:
-        parser.error("--fuzz must be >= 0 and --fuzz-episode >= 1")
+    if args.fuzz < 0 or args.fuzz_episode < 1 or args.jobs < 1:
+        parser.error("--fuzz must be >= 0, --fuzz-episode >= 1 and --jobs >= 1")
     if args.fuzz:
         try:
-            result = fuzz(args.fuzz, args.fuzz_episode, (100.0, 1000.0))
+            result = fuzz(args.fuzz, args.fuzz_episode, (100.0, 1000.0), args.jobs)
         except (FileNotFoundError, ImportError) as exc:
             print(f"omni-vla bench safety --fuzz: {exc}", file=sys.stderr)
             return 2
