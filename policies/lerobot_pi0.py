@@ -71,8 +71,8 @@ def safetensors_shapes(path: Path) -> dict[str, list[int]]:
 
 def _gemma(shapes: dict[str, list[int]], prefix: str, variant: str, what: str) -> GemmaArch:
     depth = len({k[len(prefix) + 7:].split(".")[0] for k in shapes if k.startswith(prefix + "layers.")})
-    q, k = shapes.get(f"{prefix}layers.0.self_attn.q_proj.weight"), shapes.get(f"{prefix}layers.0.self_attn.k_proj.weight")
-    gate = shapes.get(f"{prefix}layers.0.mlp.gate_proj.weight")
+    q, k, gate = (shapes.get(f"{prefix}layers.0.{name}.weight")
+                  for name in ("self_attn.q_proj", "self_attn.k_proj", "mlp.gate_proj"))
     if not depth or q is None or k is None or gate is None or q[0] % GEMMA_HEADS:
         raise CheckpointError(f"model.safetensors: no Gemma layers under {prefix}; expected the {what}'s weights")
     head_dim = q[0] // GEMMA_HEADS

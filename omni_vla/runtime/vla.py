@@ -180,7 +180,7 @@ class StagedVLARuntime:
                       mask: np.ndarray) -> None:
         count = int(instruction[0])
         if not 0 < count < self.embedding_dim:
-            raise ValueError(f"instruction: byte count {instruction[0]!r}; expected a vector made by encode_instruction")
+            raise ValueError(f"instruction: byte count {instruction[0]!r}; expected a vector from encode_instruction")
         text = instruction[1:1 + count].astype(np.uint8).tobytes().decode("utf-8", "replace")
         ids = self.prompt_token_ids(text, normalised_state)
         tokens.fill(0)

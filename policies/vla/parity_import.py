@@ -5,7 +5,8 @@
 IO.npz is tests/support/smolvla_checkpoint.py's or pi0_checkpoint.py's output (raw images per camera as
 `image.<name>`, state, the noise of the robot's action columns, LeRobot's tokens and its unnormalised actions).
 Prints JSON: per backend the end-to-end SNR (dB) and max abs error of the chunk, whether the bundle's tokenizer gave
-LeRobot's ids (pi0.5: with the state in the prompt), and the seconds of one whole inference. Exit 2 with one line on a missing or mismatched file.
+LeRobot's ids (pi0.5: with the state in the prompt), and the seconds of one whole inference. Exit 2 with one line
+on a missing or mismatched file.
 """
 from __future__ import annotations
 

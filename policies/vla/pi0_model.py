@@ -87,12 +87,14 @@ class Pi0Arch(BaseModel):
         return self.vlm.depth
 
     @property
-    def text(self) -> GemmaArch:
+    def text(self) -> _TextView:
         """Width of the image tokens and layout of the cache (hidden_size, num_key_value_heads, head_dim)."""
         return _TextView(self.vlm)
 
 
 class _TextView:
+    """The three names of SmolVLA's TextArch that bundle_vla.stage_specs reads, for the PaliGemma text model."""
+
     def __init__(self, g: GemmaArch) -> None:
         self.hidden_size, self.num_key_value_heads, self.head_dim = g.width, g.num_kv_heads, g.head_dim
 

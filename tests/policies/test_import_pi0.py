@@ -74,7 +74,8 @@ def test_each_stage_matches_lerobots_own_computation(reference: Path) -> None:
 def test_the_chunk_through_our_stages_matches_lerobots_predict_action_chunk(reference: Path) -> None:
     io = dict(np.load(reference / "io.npz"))
     ck = read_pi0_checkpoint(reference / "pretrained_model")
-    chunk = sample_actions(build_pi0(ck.arch, ck.weights), [torch.from_numpy(io[f"image.{c}"][None]) for c in ck.cameras],
+    images = [torch.from_numpy(io[f"image.{c}"][None]) for c in ck.cameras]
+    chunk = sample_actions(build_pi0(ck.arch, ck.weights), images,
                            torch.from_numpy(io["lang_tokens"].astype(np.int32)), torch.from_numpy(io["lang_mask"]),
                            torch.from_numpy(io["state_padded"]), torch.from_numpy(io["noise_padded"]))
     snr = snr_db(io["actions_normalised"], chunk.numpy())
@@ -146,3 +147,15 @@ def test_a_policy_kind_that_cannot_be_imported_is_refused_naming_the_kinds(tmp_p
     res = import_cli(str(tmp_path), "--out", str(tmp_path / "b"), "--joint-names", "a", "--rate-hz", "10")
     assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
     assert "'pi0_fast'" in res.stderr and "act, smolvla, pi0, pi05" in res.stderr and not (tmp_path / "b").exists()
+
+
+def test_the_imported_bundle_runs_in_the_evaluation_suite_by_changing_only_the_bundle(bundle: Path,
+                                                                                      tmp_path: Path) -> None:
+    """Seeded random weights: nothing is expected to succeed, but every episode runs through the loop (pi0.5: its
+    prompt tokenised with the state each inference) and the supervisor, which counts what it had to stop."""
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "eval", "--bundle", str(bundle), "--backend",
+                          "mnn", "--tasks", "pick_red", "--episodes", "1", "--workers", "1",
+                          "--out", str(tmp_path / "e"), "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    task = json.loads(res.stdout.strip().splitlines()[-1])["tasks"]["pick_red"]
+    assert task["episodes"] == 1 and task["mean_episode_length"] > 0 and task["interventions_per_episode"] > 0

@@ -66,9 +66,10 @@ def manifest(root: Path, language: dict) -> dict:
 @pytest.fixture
 def bundle(tmp_path: Path) -> Path:
     write_tokenizer(tmp_path / "tokenizer.json")
-    lang = {"tokenizer": "toy", "max_tokens": L, "tokenizer_file": artifact_spec(tmp_path, "tokenizer.json").model_dump(),
-            "state_prompt": {"template": TEMPLATE, "bins": 256}}
-    write_json_atomic(tmp_path / "manifest.json", VLAManifest.model_validate(manifest(tmp_path, lang)).model_dump(mode="json"))
+    lang = {"tokenizer": "toy", "max_tokens": L, "state_prompt": {"template": TEMPLATE, "bins": 256},
+            "tokenizer_file": artifact_spec(tmp_path, "tokenizer.json").model_dump()}
+    m = VLAManifest.model_validate(manifest(tmp_path, lang))
+    write_json_atomic(tmp_path / "manifest.json", m.model_dump(mode="json"))
     return tmp_path
 
 

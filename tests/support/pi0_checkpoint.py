@@ -10,13 +10,15 @@ Test size is not reachable through LeRobot's config (get_gemma_config knows gemm
 projector sizes are written into PaliGemmaWithExpertModel): inside this process only, get_gemma_config answers the
 two variant names "test_vlm" / "test_expert" and the PaliGemma config factory gives a small SigLIP whose projection
 follows the text width, as benchmarks/pi0_probe/probe.py does. The rest is LeRobot's code, unchanged: the policy
-(seeded random init), make_pi0*_pre_post_processors with seeded dataset statistics (tokenizer_name pointing at the
-local tokenizer), save_pretrained of all three (constant-initialised parameters perturbed first) into OUT_DIR/pretrained_model, then PI0Policy.from_pretrained of
-that directory runs one raw observation: preprocessor -> predict_action_chunk(noise) -> postprocessor.
+(seeded random init; constant-initialised parameters perturbed), make_pi0*_pre_post_processors with seeded dataset
+statistics (tokenizer_name pointing at the local tokenizer), save_pretrained of all three into
+OUT_DIR/pretrained_model, then PI0Policy.from_pretrained of that directory runs one raw observation: preprocessor ->
+predict_action_chunk(noise) -> postprocessor.
 
-OUT_DIR/io.npz: the raw inputs, the noise (robot columns; padded: zeros beyond), the tokens LeRobot's pipeline made, the normalised padded state, the
-actions (normalised and raw), and per stage LeRobot's own intermediate results: embed_image per camera (of
-_preprocess_images' output), the prefix pass's KV cache, one denoise_step at t = 1 as an Euler step.
+OUT_DIR/io.npz: the raw inputs, the noise (robot columns; padded: zeros beyond), the tokens LeRobot's pipeline made,
+the normalised padded state, the actions (normalised and raw), and per stage LeRobot's own intermediate results:
+embed_image per camera (of _preprocess_images' output), the prefix pass's KV cache, one denoise_step at t = 1 as an
+Euler step.
 """
 from __future__ import annotations
 
@@ -114,7 +116,8 @@ def main(out: Path, spec: dict) -> None:
     policy_cls = model_mod.PI0Policy if pol == "pi0" else model_mod.PI05Policy
     patch_test_size(model_mod, spec)
 
-    inputs = {f"observation.images.{c}": PolicyFeature(FeatureType.VISUAL, tuple(s)) for c, s in spec["cameras"].items()}
+    inputs = {f"observation.images.{c}": PolicyFeature(FeatureType.VISUAL, tuple(s))
+              for c, s in spec["cameras"].items()}
     inputs["observation.state"] = PolicyFeature(FeatureType.STATE, (spec["state_dim"],))
     outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
     cfg = config_cls(paligemma_variant="gemma_300m", action_expert_variant="gemma_300m", input_features=inputs,
@@ -151,7 +154,8 @@ def main(out: Path, spec: dict) -> None:
     actions = post(normalised).numpy()
     state_padded = np.zeros((1, cfg.max_state_dim), np.float32)
     state_padded[:, :spec["state_dim"]] = batch["observation.state"].numpy()
-    np.savez(out / "io.npz", state=state, noise=noise[:, :, :spec["action_dim"]], noise_padded=noise, actions=actions, actions_normalised=normalised.numpy(),
+    np.savez(out / "io.npz", state=state, noise=noise[:, :, :spec["action_dim"]], noise_padded=noise, actions=actions,
+             actions_normalised=normalised.numpy(),
              lang_tokens=batch["observation.language.tokens"].numpy(),
              lang_mask=batch["observation.language.attention_mask"].numpy().astype(np.float32),
              state_padded=state_padded, parameters=np.array(sum(p.numel() for p in policy.parameters())),
