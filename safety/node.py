@@ -27,6 +27,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from pydantic import ValidationError
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.duration import Duration
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -53,6 +54,7 @@ LIVE_PARAMETERS = frozenset({"command_timeout_s", "joint_state_timeout_s", "max_
 RT_PRIORITY = 60  # SCHED_FIFO for the tick: above vla_node's loop (50), as the last line before the robot
 # On the way out: at most this long braking to rest (the Panda's worst case from full speed is about 0.35 s).
 EXIT_STOP_TIMEOUT_S = 1.0
+EXIT_ACK_TIMEOUT_S = 0.2  # then at most this long for the controllers to acknowledge the last command
 
 
 class UnknownParameters(ValueError):
@@ -72,6 +74,7 @@ class CommandOutput:
         self.gripper = names.index(cfg.gripper_joint) if cfg.gripper_output != "none" else -1
         self.arm = [i for i in range(len(names)) if i != self.gripper]
         self.all = self.gripper < 0
+        self.publishers: list[Any] = []  # the controllers' publishers: the last command must reach them
         period = JointTrajectoryPoint().time_from_start
         period.sec, period.nanosec = int(cfg.dt), round((cfg.dt % 1.0) * 1e9)
         self.arm_send = self._sender(node, cfg.output, cfg.trajectory_topic if cfg.output == "joint_trajectory"
@@ -79,10 +82,10 @@ class CommandOutput:
         self.grip_send = (self._sender(node, cfg.gripper_output, cfg.gripper_topic, [cfg.gripper_joint], period, qos)
                           if self.gripper >= 0 else None)
 
-    @staticmethod
-    def _sender(node: Node, kind: str, topic: str, names: list[str], period: Any, qos: QoSProfile) -> Any:
+    def _sender(self, node: Node, kind: str, topic: str, names: list[str], period: Any, qos: QoSProfile) -> Any:
         if kind == "joint_trajectory":
             pub = node.create_publisher(JointTrajectory, topic, qos)
+            self.publishers.append(pub)
             msg = JointTrajectory(joint_names=names, points=[JointTrajectoryPoint(time_from_start=period)])
 
             def send_trajectory(values: list[float]) -> None:
@@ -91,6 +94,7 @@ class CommandOutput:
                 pub.publish(msg)
             return send_trajectory
         pub = node.create_publisher(Float64MultiArray, topic, qos)
+        self.publishers.append(pub)
         msg = Float64MultiArray()
 
         def send_array(values: list[float]) -> None:
@@ -322,7 +326,15 @@ class SafetySupervisorNode(Node):
         except Exception as exc:  # noqa: BLE001 - report it; the process is exiting either way
             self.get_logger().error(f"stopping: controlled stop failed: {exc!r}")
             return False
+        self._stop.set()  # no tick after the hold: the last command out is the one at rest
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        # The process exits right after: wait (briefly) until the controllers' subscriptions have acknowledged the
+        # hold, or a lost packet that DDS would have resent is never resent.
+        acked = all(pub.wait_for_all_acked(Duration(seconds=EXIT_ACK_TIMEOUT_S)) for pub in self.output.publishers)
         took = time.monotonic() - t0
+        if not acked:
+            self.get_logger().warning(f"stopping: the hold was not acknowledged within {EXIT_ACK_TIMEOUT_S} s")
         if at_rest < 2:
             self.get_logger().error(f"stopping: command not at rest after {took:.2f} s; exiting anyway")
             return False
