@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from array import array
 from pathlib import Path
 from typing import Literal
@@ -75,6 +76,45 @@ def test_explain_only_reports_the_names_asked_for_and_leaves_model_level_errors_
     assert explain(_error(count=7), only=["count"]) == ""
 
 
+class StrictInner(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    depth: int = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rate_hz: float = 1.0
+    count: int = 1
+    flag: bool = False
+    inner: StrictInner = StrictInner()
+
+
+def test_an_unknown_key_is_answered_with_at_most_the_two_closest_names() -> None:
+    with pytest.raises(ValidationError) as info:
+        Strict(rate_hy=1)
+    assert explain(info.value, ["rate_hz", "rate_hx", "rate_hq"]) == (
+        "rate_hy: unknown key (did you mean rate_hz or rate_hx?)")
+
+
+def test_an_unknown_key_in_a_nested_block_is_matched_by_its_own_name_not_the_blocks() -> None:
+    with pytest.raises(ValidationError) as info:
+        Strict(inner={"dpeth": 2})
+    assert explain(info.value, ["depth", "inner"]) == "inner.dpeth: unknown key (did you mean depth?)"
+
+
+def test_every_unknown_key_is_reported_not_only_the_first() -> None:
+    with pytest.raises(ValidationError) as info:
+        Strict(rate_hy=1, cuont=2, rate_hz=0.5)
+    assert explain(info.value, ["rate_hz", "count"]) == (
+        "rate_hy: unknown key (did you mean rate_hz?); cuont: unknown key (did you mean count?)")
+
+
+def test_only_an_unknown_key_is_worded_as_one_other_errors_keep_their_own_message() -> None:
+    with pytest.raises(ValidationError) as info:
+        Strict(flag="maybe")  # bool_parsing: a type that sorts before extra_forbidden
+    assert explain(info.value, ["flag"]) == (
+        "flag: Input should be a valid boolean, unable to interpret input (got 'maybe')")
+
 def test_one_line_joins_non_blank_stripped_lines() -> None:
     assert one_line("  first \n\n second\n   \nthird  ") == "first; second; third"
     assert one_line("single") == "single"
@@ -116,6 +156,10 @@ def test_parameter_types_follow_the_annotation() -> None:
     assert {n: parameter_type(FIELDS[n].annotation) for n in expected} == expected
 
 
+
+def test_a_single_valued_literal_is_a_parameter_of_its_values_type() -> None:
+    assert parameter_type(Literal["rgb"]) == PT.PARAMETER_STRING and parameter_type(Literal[3]) == PT.PARAMETER_INTEGER
+
 def test_model_fields_flattens_nested_models_with_a_dotted_prefix() -> None:
     names = [n for n, _ in model_fields(Params)]
     assert names[0] == "rate_hz" and names[-1] == "nested.topic" and "nested" not in names
@@ -152,6 +196,18 @@ def test_an_unbounded_field_has_no_range_and_no_constraint_text() -> None:
     assert not d.floating_point_range and not d.integer_range and d.additional_constraints == ""
     assert d.description == "free"  # no Field description: the name
 
+
+
+class Switch(BaseModel):
+    on: bool = Field(False, le=1)
+
+
+def test_only_a_bounded_double_or_integer_gets_a_range() -> None:
+    level = descriptor("level", FIELDS["level"], read_only=False)  # an integer (Literal[1, 2]), no bound
+    assert not level.integer_range and not level.floating_point_range
+    on = descriptor("on", Switch.model_fields["on"], read_only=False)  # a bound, but a bool
+    assert on.type == PT.PARAMETER_BOOL and on.additional_constraints == "<= 1"
+    assert not on.integer_range and not on.floating_point_range
 
 def test_literals_list_their_values_and_read_only_says_when_it_is_set() -> None:
     d = descriptor("mode", FIELDS["mode"], read_only=True)
@@ -191,6 +247,8 @@ def test_rclpy_refuses_infinity_for_a_one_sided_double_with_the_shared_descripto
     (PT.PARAMETER_DOUBLE_ARRAY, [1, 2.5], [1, 2.5]),
     (PT.PARAMETER_DOUBLE_ARRAY, [True, 1], [True, 1]),
     (PT.PARAMETER_INTEGER_ARRAY, [1, 2], [1, 2]),
+    (PT.PARAMETER_STRING_ARRAY, [1, 2], [1, 2]),
+    (PT.PARAMETER_INTEGER_ARRAY, 3, 3),
 ])
 def test_coerce_reads_yaml_integers_as_the_declared_type(ptype: int, value: object, expected: object) -> None:
     out = coerce(ptype, value)
@@ -237,6 +295,13 @@ def test_realtime_priority_without_privilege_or_support_says_so(monkeypatch: pyt
     monkeypatch.delattr(os, "sched_setscheduler")
     assert rt.set_realtime_priority(5).startswith("SCHED_FIFO 5 unavailable (")
 
+
+
+def test_realtime_priority_where_the_os_has_no_reset_on_fork_asks_plain_fifo(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: calls.append(policy))
+    monkeypatch.delattr(os, "SCHED_RESET_ON_FORK", raising=False)
+    assert rt.set_realtime_priority(10) == "SCHED_FIFO 10" and calls == [os.SCHED_FIFO]
 
 class FakeTime:
     """A clock that moves `spin` per read (a busy-wait makes progress) and by the slept time plus `oversleep`."""
@@ -309,6 +374,30 @@ def test_recent_lateness_is_p99_and_max_of_the_last_window() -> None:
     assert few.recent_lateness() == pytest.approx((0.25, 0.25))
 
 
+
+def test_a_fresh_ticker_reports_no_lateness_no_ticks_and_no_misses() -> None:
+    ft = FakeTime()
+    ticker = rt.DeadlineTicker(0.25, ft.clock, ft.sleep)
+    assert (ticker.max_lateness, ticker.ticks, ticker.missed, ticker.recent_lateness()) == (0.0, 0, 0, (0.0, 0.0))
+
+
+def test_the_lateness_window_keeps_the_newest_wake_ups_however_often_it_wraps() -> None:
+    ft = FakeTime(spin=0.0)
+    ticker = rt.DeadlineTicker(1.0, ft.clock, ft.sleep, spin_s=0.0, window=2)
+    for over in (0.5, 0.25, 0.375, 0.125, 0.0625, 0.03125, 0.015625):
+        ft.oversleep = over
+        ticker.wait()
+    assert ticker.recent_lateness() == (0.015625, 0.03125) and ticker.ticks == 7
+
+
+def test_p99_of_a_hundred_wake_ups_is_the_second_largest() -> None:
+    ft = FakeTime(spin=0.0)
+    ticker = rt.DeadlineTicker(1.0, ft.clock, ft.sleep, spin_s=0.0, window=100)
+    for k in range(100):
+        ft.oversleep = (k * 37 % 100) / 128  # each of 0/128 .. 99/128 once, out of order
+        ticker.wait()
+    assert ticker.recent_lateness() == (98 / 128, 99 / 128)  # sorted index int(0.99 * 99) = 98
+
 def test_ticker_refuses_a_period_or_window_it_cannot_keep() -> None:
     for period in (0.0, -1.0):
         with pytest.raises(ValueError, match="period must be > 0"):
@@ -371,3 +460,113 @@ def test_ros_main_runs_before_init_first_cleans_up_and_lets_only_real_errors_out
     assert out.returncode == 0, out.stderr[-2000:]
     events = json.loads(out.stdout.strip().splitlines()[-1])
     assert events == [["before_init", False], ["body", True, True], ["cleanup", True], last]
+
+
+# The other ways a body ends (argv renames the node, so a run that ignores it shows)
+_ROS_MAIN_STOPS = """
+import json, os, signal, sys, time, rclpy
+from rclpy.executors import ExternalShutdownException
+from omni_vla_safety.interrupt import ros_main
+case = sys.argv[1]
+events = []
+def before():
+    if case == "failed start":
+        raise ValueError("bad setting")
+def cleanup():
+    if case == "failed start":
+        os.kill(os.getpid(), signal.SIGTERM)  # the first stop signal arrives while the failed start-up cleans up
+        time.sleep(0.2)
+    events.append("cleanup")
+signals = case != "rclpy's signal handling off"
+options = {} if signals else {"rclpy_signals": False}
+try:
+    with ros_main(["node", "--ros-args", "-r", "__node:=renamed"], [cleanup], before_init=before, **options) as flag:
+        node = rclpy.create_node("probe")
+        events.append(node.get_name())
+        node.destroy_node()
+        if case == "external shutdown":
+            raise ExternalShutdownException()
+        if case in ("stop signal, then a runtime error", "rclpy's signal handling off"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and not (flag.seen and rclpy.ok() != signals):
+                time.sleep(0.01)
+            events.append("context " + ("up" if rclpy.ok() else "shut down"))
+            if signals:
+                raise RuntimeError("failed to take a message")
+        if case == "context shut down, then a runtime error":
+            rclpy.shutdown()  # rclpy's signal thread shut it down; the flag has not seen the signal yet
+            raise RuntimeError("the given context is not valid")
+    events.append("returned")
+except Exception as exc:
+    events.append(type(exc).__name__)
+print(json.dumps(events))
+"""
+
+
+@pytest.mark.parametrize("case, events", [
+    ("external shutdown", ["renamed", "cleanup", "returned"]),
+    ("stop signal, then a runtime error", ["renamed", "context shut down", "cleanup", "returned"]),
+    ("rclpy's signal handling off", ["renamed", "context up", "cleanup", "returned"]),
+    ("context shut down, then a runtime error", ["renamed", "cleanup", "returned"]),
+    ("failed start", ["cleanup", "ValueError"]),
+])
+def test_ros_main_passes_its_argv_to_rclpy_and_ends_cleanly_on_a_stop_however_it_surfaces(case: str,
+                                                                                           events: list) -> None:
+    """By default rclpy's own handler shuts the context down on a stop signal; with rclpy_signals=False only the
+    flag sees it. A failed start-up still runs its whole cleanup when the first stop signal lands in it, and its
+    error still propagates."""
+    out = subprocess.run([sys.executable, "-c", _ROS_MAIN_STOPS, case], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == events, out.stderr[-2000:]
+
+
+_EXIT = """
+import os, sys
+from omni_vla_safety.interrupt import exit_process
+case = sys.argv[1]
+print("printed", end="")
+sys.stderr.write("written")
+if case == "stdout closed":
+    sys.stdout.close()
+elif case == "stdout's reader gone":
+    sys.stdout.flush()
+    r, w = os.pipe()
+    os.close(r)
+    sys.stdout = os.fdopen(w, "w")
+    print("lost")
+exit_process(3)
+"""
+
+
+@pytest.mark.parametrize("case", ["clean", "stdout closed", "stdout's reader gone"])
+def test_exit_process_flushes_what_it_can_and_exits_with_the_code(case: str) -> None:
+    """A stdout that cannot be flushed (closed, or its reader gone) neither stops stderr's flush nor the exit."""
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a launched node's output is
+    out = subprocess.run([sys.executable, "-c", _EXIT, case], capture_output=True, text=True, timeout=60,
+                         env=buffered)
+    assert (out.returncode, out.stdout, out.stderr) == (3, "printed", "written")
+
+
+def test_spin_until_stopped_polls_every_tenth_of_a_second_by_default() -> None:
+    import threading
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    from omni_vla_safety.interrupt import spin_until_stopped
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = rclpy.create_node("poll_probe", context=ctx)
+    flag = SigintFlag()
+    try:
+        threading.Timer(0.3, lambda: setattr(flag, "seen", True)).start()
+        t0 = time.monotonic()
+        spin_until_stopped(node, flag, executor=SingleThreadedExecutor(context=ctx))
+        took = time.monotonic() - t0
+        assert ctx.ok() and 0.3 <= took < 0.8, took
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
