@@ -40,7 +40,7 @@ FASTDDS_PROFILE = """<?xml version="1.0" encoding="UTF-8" ?>
 # vla_node is a lifecycle node that configures and activates itself (autostart), so it is started as a plain Node
 # action: launch_ros's LifecycleNode action starts a ROS node inside the launch process, whose shutdown joins a thread
 # spinning with a 1 s timeout and blocked launch's event loop for up to 1 s at every stop
-# (docs/decisions/0011-fast-stop.md). Its lifecycle services are the same either way.
+# (docs/decisions/0012-stop-within-2-s.md). Its lifecycle services are the same either way.
 # Launch argument -> the nodes whose parameter of the same name it sets; empty: the parameter file's value.
 OVERRIDES = {
     "bundle_dir": ("vla_node",),

@@ -232,6 +232,28 @@ def plot_cold_start(d: dict, out: Path) -> None:
     _save(fig, out)
 
 
+def plot_shutdown(d: dict, out: Path) -> None:
+    """Per process, the exit times after each kind of stop, one panel per measured build (benchmarks/shutdown)."""
+    builds = d["builds"]
+    fig, axes = plt.subplots(1, len(builds), figsize=(6 * len(builds), 4.5), squeeze=False, sharex=True)
+    colors = {"ctrl-c": "tab:blue", "sigterm": "tab:orange", "launch": "tab:green"}
+    for ax, (label, report) in zip(axes[0], builds.items()):
+        names = sorted({n for stop in report["stops"].values() for r in stop["runs"] for n in r["exit_s"]})
+        for k, (stop, data) in enumerate(report["stops"].items()):
+            s = data["summary"]
+            for i, name in enumerate(names):
+                xs = [r["exit_s"][name] for r in data["runs"] if name in r["exit_s"]]
+                ys = [i + (k - 1) * 0.22] * len(xs)
+                ax.scatter(xs, ys, s=10, alpha=0.6, color=colors.get(stop),
+                           label=f"{stop}: {s['ok']}/{s['runs']} clean, max {s['max_exit_s']:.2f} s" if i == 0 else None)
+        ax.axvline(report["budget_s"], color="red", ls="--", lw=1)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.set_xlabel("s from the stop signal until the process is gone")
+        ax.set_title(f"{label}, {report['burners']} CPU burners", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    _save(fig, out)
+
+
 def plot_fuzz(d: dict, out: Path) -> None:
     rows = d["fuzz"]
     robots = list(dict.fromkeys(r["robot"] for r in rows))
@@ -292,6 +314,7 @@ PLOTS = {
     "safety/fuzz_2e5.json": plot_fuzz,
     "lerobot_act/summary.json": plot_lerobot_act,
     "smolvla_import/stages.json": plot_smolvla_import,
+    "ros/shutdown.json": plot_shutdown,
 }
 
 

@@ -342,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     if not RUN_LAUNCH.is_file():
         print(f"no real ROS 2 launch system at {RUN_LAUNCH.resolve()}", file=sys.stderr)
         return 2
+    # Started in a shell's background, this process ignores SIGINT, and launch would inherit that and never see it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed benchmark still stops its burners (finally)
     with tempfile.TemporaryDirectory(prefix="shutdown_bench_") as tmp:
         install = args.install.resolve() if args.install else build_install(Path(tmp) / "ws")
         workdir = Path(tmp) / "elsewhere"
