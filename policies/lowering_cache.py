@@ -16,10 +16,11 @@ from typing import Callable
 
 import torch
 
+from omni_vla.backends import LIBRARY_OF
 from omni_vla.runtime.bundle import installed_version
 
 ENV = "OMNI_VLA_LOWERING_CACHE"
-LIBRARIES = ("torch", "executorch", "torchao", "openvino", "nncf")
+LIBRARIES = (torch.__name__, LIBRARY_OF["executorch"], "torchao", "openvino", "nncf")  # what a lowering runs on
 KEEP_BYTES = 4 << 30  # beyond this the least recently used entries go
 
 
