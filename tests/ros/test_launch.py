@@ -29,7 +29,7 @@ def test_launch_files_are_ros2_launch_files_built_from_the_graph_table() -> None
 def test_every_node_has_a_console_script_and_a_parameter_file_for_its_name() -> None:
     setup = (REPO / "setup.py").read_text()
     for spec in SIM_NODES:
-        assert re.search(rf'"{spec.executable} = {re.escape(spec.module)}:main"', setup), spec
+        assert re.search(rf'"{spec.executable} = {re.escape(spec.module)}:run"', setup), spec
         params = yaml.safe_load((config_dir() / spec.params_file).read_text())
         assert "ros__parameters" in params[spec.executable], spec.params_file
     assert {s.executable for s in ROBOT_NODES} == {"vla_node", "safety_supervisor"}
