@@ -45,7 +45,8 @@ next state lies at or below the profile's own), so from a kept state the next in
 empty: jerk never has to give way to position, velocity or the stop. A stop rides the bound
 sqrt(v') = sqrt(v) - dt sqrt(J / 2) and lands at rest from v <= J dt^2 (holding then needs a jerk
 of at most v / dt^2). In exact arithmetic all of this is exact; in floating point, moving joints
-keep ROUNDING (1e-12, relative) inside the no-reversal bound, and bounds that meet within 1e-9
+keep ROUNDING (1e-12, relative) inside the no-reversal bound (or ride it where the jerk window ends on it
+within rounding, as a stop does), and bounds that meet within 1e-9
 (relative) count as met; a jerk of 1e-9 / dt^2 (1e-3 rad/s^3 at 1 kHz) is the remaining tolerance.
 The stop of a state never produced here (set by hand, or rounding beyond that) still never
 reverses and never leaves the range: the jerk then gives way, reported as `jerk_yielded`.
@@ -428,13 +429,15 @@ class CommandLimiter:
         c2 = self._c2j[i]
         if target is None:
             # Landing at rest from v <= J dt^2 leaves a' = -v / dt, from which holding (a'' = 0) keeps the jerk.
+            # At rest the acceleration says which way the joint is going: one that passes through zero velocity
+            # (a reversal asked for before the stop) moves on the side its acceleration points to until the
+            # jerk limit has ramped that acceleration back, so its stop continues there and is no reversal.
             # A state this limiter did not produce may leave the jerk window beyond rest: the stop still never
             # reverses the joint (the jerk gives way, reported); only the range comes first.
-            if v == 0.0:
-                if not lo <= 0.0 <= hi:
-                    self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
+            heading = v if v != 0.0 else a
+            if heading == 0.0:  # at rest, unaccelerated: holding keeps every limit
                 return 0.0, 0.0, lk, hk
-            if v < 0.0:
+            if heading < 0.0:
                 lo, hi = -hi, -lo
                 lk, hk = hk, lk
             x = (sqrt(abs(v)) - sqrt(c2)) ** 2 if abs(v) > 2.0 * c2 else 0.0
@@ -447,7 +450,7 @@ class CommandLimiter:
                     if x - hi > 1e3 * ROUNDING * (1.0 + abs(v)):
                         self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
                     lo = hi = x
-            if v < 0.0:
+            if heading < 0.0:
                 lo, hi = -hi, -lo
                 lk, hk = hk, lk
         elif v > c2 or v < -c2:
@@ -457,7 +460,9 @@ class CommandLimiter:
                 lk, hk = hk, lk
             if lo < gap:
                 if hi < gap:
-                    if hi > 0.0:
+                    if hi >= gap - 3.0 * ROUNDING * (1.0 + abs(v)):
+                        lo, lk = hi, JERK  # the window ends on the bound (rounding apart): ride it, as a stop does
+                    elif hi > 0.0:
                         hi = 0.0  # only the reversing side is left
                 elif lo > 0.0:
                     lo, lk = gap, JERK

@@ -247,11 +247,18 @@ def load_lerobot_state_dict(model: SmolVLA, state: dict[str, Tensor]) -> None:
                          f"unexpected {unexpected[:5]}")
 
 
+def fitted_size(hw: tuple[int, int], size: int) -> tuple[int, int]:
+    """The (h, w) a camera is resized to before padding to the encoder's square `size`, keeping the aspect ratio.
+    In Python floats: traced from the image's shape, the TorchScript ONNX exporter computes it in float32
+    (64 / (64 / 28) -> 27.99 -> 27), a row short of what the model's own code resizes to."""
+    h, w = hw
+    ratio = max(w / size, h / size)
+    return int(h / ratio), int(w / ratio)
+
+
 def resize_with_pad(image: Tensor, size: int) -> Tensor:
     """LeRobot's resize_with_pad to a square: bilinear to fit keeping the aspect ratio, zeros padded left and top."""
-    h, w = image.shape[2:]
-    ratio = max(w / size, h / size)
-    rh, rw = int(h / ratio), int(w / ratio)
+    rh, rw = fitted_size((int(image.shape[2]), int(image.shape[3])), size)
     resized = F.interpolate(image, size=(rh, rw), mode="bilinear", align_corners=False)
     return F.pad(resized, (size - rw, 0, size - rh, 0), value=0.0)
 

@@ -249,11 +249,8 @@ def load_lerobot_state_dict(model: Pi0, state: dict[str, Tensor]) -> None:
 
 
 def centred_fit(hw: tuple[int, int], size: int) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
-    """resize_with_pad_torch's resized (h, w) and its (left, right, top, bottom) zeros, in Python floats: computed
-    in the traced graph, the TorchScript ONNX exporter does this in float32 (64 / (64 / 28) -> 27.99 -> 27)."""
-    h, w = hw
-    ratio = max(w / size, h / size)
-    rh, rw = int(h / ratio), int(w / ratio)
+    """resize_with_pad_torch's resized (h, w) and its (left, right, top, bottom) zeros (`fitted_size`)."""
+    rh, rw = fitted_size(hw, size)
     top, left = (size - rh) // 2, (size - rw) // 2
     return (rh, rw), (left, size - rw - left, top, size - rh - top)
 

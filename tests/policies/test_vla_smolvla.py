@@ -19,7 +19,7 @@ from omni_vla_policies.vla.bench_vla import STAGES as STAGE_NAMES
 from omni_vla_policies.vla.bench_vla import bench
 from omni_vla_policies.vla.export_vla import build, export_stages
 from omni_vla_policies.vla.model import SmolVLA
-from omni_vla_policies.vla.parity_vla import run, spec
+from omni_vla_policies.vla.parity_vla import run, snr_db, spec
 from omni_vla_policies.vla.runners import BACKENDS
 from omni_vla_policies.vla.smolvla_config import full, tiny
 
@@ -99,3 +99,28 @@ def test_parity_cli_rejects_a_directory_without_reference_outputs(tmp_path: Path
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "io.npz" in out.stderr
+
+
+@pytest.mark.parametrize("hw", [(48, 64), (16, 32)])
+def test_a_non_square_camera_is_resized_in_the_exported_graph_as_in_the_model(hw: tuple[int, int],
+                                                                              tmp_path: Path) -> None:
+    """At an encoder size whose ratio float32 cannot hold (28: 64 / (64 / 28) is 27.99 in float32), the exported
+    graph resizes to the rows the model's own float64 arithmetic gives; traced from the image's shape it kept one
+    row fewer (7 dB against the model)."""
+    import onnxruntime as ort
+
+    from omni_vla_policies.converters import export_onnx
+    from omni_vla_policies.vla.model import VisionStage, fitted_size
+
+    base = tiny()
+    arch = base.model_copy(update={"vision": base.vision.model_copy(update={"image_size": 28, "patch_size": 14}),
+                                   "camera_hw": hw})
+    assert fitted_size(hw, 28) != tuple(int(np.float32(d) / np.float32(max(hw) / np.float32(28))) for d in hw)
+    stage = VisionStage(build(arch)).eval()
+    image = torch.rand(1, 3, *hw, generator=torch.Generator().manual_seed(0))
+    export_onnx(stage, (image,), ["image"], ["tokens"], tmp_path / "vision.onnx")
+    got = ort.InferenceSession(str(tmp_path / "vision.onnx")).run(None, {"image": image.numpy()})[0]
+    with torch.no_grad():
+        want = stage(image).numpy()
+    assert got.shape == want.shape
+    assert snr_db(want, got) >= PARITY_DB

@@ -251,7 +251,7 @@ class Oracle:
     def _stop_bounds(self, i: int) -> tuple[float, float, float]:
         """Where joint i is, and how long and how far its stop from the last command's v, a may take."""
         dt, v, a, jm, dm = self.rules.dt, self.v[i], self.a[i], self.jmax[i], self.dmax[i]
-        if v < 0.0:
+        if v < 0.0 or (v == 0.0 and a < 0.0):  # at rest, the acceleration is the way the joint goes next
             v, a = -v, -a
         if jm == math.inf:
             return self.q[i], v / dm, v * v / (2.0 * dm) + v * dt + EPS_Q
