@@ -130,8 +130,16 @@ class Supervisor:
         return True
 
     def joint_state_fresh(self, now: float) -> bool:
-        """A joint state arrived within joint_state_timeout_s (False for a non-finite `now`)."""
-        return self.measured is not None and now - self.state_time <= self.config.joint_state_timeout_s
+        """A joint state arrived within joint_state_timeout_s (False for a non-finite `now`). One received
+        after `now` means the clock jumped back (ROS time: a simulation reset, a bag replayed from its start):
+        its age is unknown, so it is not fresh until a joint state arrives on the new time."""
+        return self.measured is not None and 0.0 <= now - self.state_time <= self.config.joint_state_timeout_s
+
+    def command_fresh(self, now: float) -> bool:
+        """The proposal being followed is at most command_timeout_s old, and not stamped further ahead of
+        `now` than max_future_stamp_s (which, once accepted, only a clock that jumped back makes it)."""
+        age = now - self.command_time
+        return -self.config.max_future_stamp_s <= age <= self.config.command_timeout_s
 
     def on_command(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
                    now: float) -> bool:
@@ -280,14 +288,15 @@ class Supervisor:
             self.target = None
             self.resync = None
             self._enter(WATCHDOG, "watchdog_joint_state",
-                        f"joint states stale ({now - self.state_time:.3f} s > joint_state_timeout_s "
-                        f"{self.config.joint_state_timeout_s}): controlled stop")
+                        f"joint states stale ({now - self.state_time:.3f} s old, outside [0, "
+                        f"joint_state_timeout_s {self.config.joint_state_timeout_s}]): controlled stop")
             out = limiter.stop()
-        elif self.target is not None and not now - self.command_time <= self.config.command_timeout_s:
+        elif self.target is not None and not self.command_fresh(now):
             self.target = None
             self._enter(WATCHDOG, "watchdog_command",
-                        f"proposals stopped ({now - self.command_time:.3f} s > command_timeout_s "
-                        f"{self.config.command_timeout_s}): controlled stop")
+                        f"proposals stopped ({now - self.command_time:.3f} s old, outside [-max_future_stamp_s "
+                        f"{self.config.max_future_stamp_s}, command_timeout_s {self.config.command_timeout_s}]): "
+                        "controlled stop")
             out = limiter.stop()
         elif self.target is None and self.resync is not None:
             self._enter(RESYNC, "resync", "operator's re-sync: command moving to the measured pose")

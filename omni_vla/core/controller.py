@@ -90,7 +90,7 @@ class Controller:
         self._inputs = (*((c.name, c.name) for c in inference.cameras), ("qpos", "joints"))
         self._what = {**{c.name: f"{c.name} camera image" for c in inference.cameras}, "joints": "joint state"}
         self._missing = {k: f"waiting for the first {v}" for k, v in self._what.items()}
-        self._stale = self._stale_reasons(config.max_obs_age_s)
+        self._stale, self._ahead = self._stale_reasons(config.max_obs_age_s)
 
     # ----- the tick ---------------------------------------------------------------------------
     def step(self, obs: Mapping[str, Any], tick: int, now: float | None = None) -> np.ndarray | None:
@@ -149,12 +149,15 @@ class Controller:
                        if k not in LIVE_LOOP_SETTINGS and getattr(config, k) != getattr(self.config, k))
         if fixed:
             raise ValueError(f"{', '.join(fixed)} cannot change while the loop runs: reconfigure")
-        self._stale = self._stale_reasons(config.max_obs_age_s)
+        self._stale, self._ahead = self._stale_reasons(config.max_obs_age_s)
         self.config = config
 
     # ----- internals --------------------------------------------------------------------------
-    def _stale_reasons(self, age: float) -> dict[str, str]:
-        return {k: f"{v} older than max_obs_age_s={age:g} s" for k, v in self._what.items()}
+    def _stale_reasons(self, age: float) -> tuple[dict[str, str], dict[str, str]]:
+        """Per input, why it is stale: too old, or captured ahead of the loop's time (its clock jumped back)."""
+        return ({k: f"{v} older than max_obs_age_s={age:g} s" for k, v in self._what.items()},
+                {k: f"{v} captured more than max_obs_age_s={age:g} s ahead of the loop's time (the clock jumped back)"
+                 for k, v in self._what.items()})
 
     def _splice_cloud_plan(self, obs: Mapping[str, Any], tick: int, now: float) -> None:
         """A validated, time-aligned cloud plan replaces the queue from this tick (never blocks).
@@ -199,6 +202,8 @@ class Controller:
                     return WAITING, self._missing[key]
                 if now - t > limit:
                     return STALE, self._stale[key]
+                if t - now > limit:  # captured before the clock jumped back: its age is unknown
+                    return STALE, self._ahead[key]
         return None
 
     def _collect(self, tick: int, now: float) -> None:

@@ -50,8 +50,11 @@ class PolledClock:
         self._wake = threading.Event()
 
     def sleep_until(self, deadline: float) -> None:
-        while self.now() < deadline and not self._wake.wait(self.poll_s):
-            pass
+        """Returns at the deadline, when woken, or when time goes back (a simulation reset, a bag replayed
+        from its start): the deadline may then be hours away."""
+        start = t = self.now()
+        while start <= t < deadline and not self._wake.wait(self.poll_s):
+            t = self.now()
 
     def wait_for_start(self) -> bool:
         """Wait until time is running (ROS time is 0 until the first /clock); False when woken first."""
@@ -93,6 +96,7 @@ class TickStats:
         self.ticks = 0
         self.missed = 0
         self.overruns = 0
+        self.clock_jumps_back = 0
         self.max_lateness = 0.0
 
     def record(self, lateness: float) -> None:
@@ -119,7 +123,7 @@ class TickStats:
         return np.concatenate([self._late[i:], self._late[:i]])
 
     def reset(self) -> None:
-        self.ticks = self.missed = self.overruns = 0
+        self.ticks = self.missed = self.overruns = self.clock_jumps_back = 0
         self.max_lateness = 0.0
 
     def summary(self) -> dict[str, float | int]:
@@ -127,6 +131,7 @@ class TickStats:
             "ticks": self.ticks,
             "missed_ticks": self.missed,
             "overruns": self.overruns,
+            "clock_jumps_back": self.clock_jumps_back,
             "p50_lateness_ms": 1e3 * self.percentile(50),
             "p99_lateness_ms": 1e3 * self.percentile(99),
             "max_lateness_ms": 1e3 * self.max_lateness,
@@ -179,12 +184,23 @@ class Scheduler:
         period = self.period
         clock = self.clock
         stats = self.stats
-        self.t0 = t0 = clock.now() if start is None else start
+        last = clock.now()
+        self.t0 = t0 = last if start is None else start
         k = k0 = self.next_tick
         while not self._stop.is_set() and (max_ticks is None or stats.ticks < max_ticks):
             deadline = t0 + (k - k0) * period
             clock.sleep_until(deadline)
             now = clock.now()
+            if now < last:
+                # Time went back (ROS time: a simulation reset, a bag replayed from its start): the schedule
+                # restarts from now instead of waiting for the old deadline; inputs captured before the jump
+                # are then ahead of the loop's time, which the controller treats as stale (it holds).
+                self.t0 = t0 = deadline = now
+                k0 = k
+                stats.clock_jumps_back += 1
+            elif now < deadline and not self._stop.is_set():
+                continue  # woken by a jump back that left time after the last tick: the deadline still stands
+            last = now
             late = now - deadline
             if late >= period:
                 skip = int(late // period)

@@ -71,7 +71,7 @@ def loop_report(loop: Any, scheduler: Any, inference: Any, active: bool, counts:
         "state": state, "backend": inference.backend, "strategy": s["strategy"], "rate_hz_target": loop.settings.rate_hz,
         "loop_rate_hz": round(rate, 2), "tick_lateness_p99_ms": round(1e3 * st.percentile(99), 4),
         "tick_lateness_max_ms": round(1e3 * st.max_lateness, 4), "missed_ticks": st.missed,
-        "overruns": st.overruns, "inference_latency_p50_ms": round(lat["p50_ms"], 3),
+        "overruns": st.overruns, "clock_jumps_back": st.clock_jumps_back, "inference_latency_p50_ms": round(lat["p50_ms"], 3),
         "inference_latency_p95_ms": round(lat["p95_ms"], 3), "delay_ticks": s["delay_ticks"],
         "queue_depth": s["queue_depth"], "delay_headroom_ticks": s["delay_headroom_ticks"], "commands": s["commands"],
         "holds": s["holds"], "starved_ticks": s["starved_ticks"], "splice_jump_p95": round(s["splice_jump"]["p95"], 5),

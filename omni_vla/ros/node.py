@@ -19,9 +19,10 @@ Time: with use_sim_time the loop ticks on ROS time (/clock, polled: a paused sim
 loop) and staleness is judged on it; without it, ticks are on the monotonic clock. Either way an
 observation's age is taken from its header.stamp against this node's ROS clock (transport time
 counts), and a zero or future stamp (clock skew beyond max_future_stamp_s) falls back to arrival
-time, counted in diagnostics. The core only sees seconds and clock callables. Not handled: ROS time
-jumping back (a simulation reset) holds the loop until time passes its last deadline, and inference
-latency (hence the RTC delay in ticks) is measured in wall time.
+time, counted in diagnostics. The core only sees seconds and clock callables. ROS time jumping back (a
+simulation reset, a bag replayed from its start) restarts the loop's schedule from the new time (counted as
+clock_jumps_back); inputs from before the jump are then ahead of it, so the loop holds as stale until new
+ones arrive. Inference latency (hence the RTC delay in ticks) is measured in wall time.
 
 The node is an adapter: configure reads the parameters and picks the clocks, the rest is
 omni_vla.ros.assembly (ROS-free); diagnostics are built by omni_vla.ros.diagnostics (levels there);

@@ -149,3 +149,82 @@ def test_scheduler_on_a_polled_clock_ticks_on_that_clock_and_pauses_with_it() ->
     sched.stop()  # waiting for simulated time that never comes: stop ends the wait
     thread.join(1.0)
     assert not thread.is_alive()
+
+
+def test_inputs_captured_before_the_clock_jumped_back_hold_the_loop_until_new_ones_arrive() -> None:
+    """ROS time going back (a simulation reset, a bag replayed from its start) leaves the last inputs dated ahead
+    of the loop's time: their age is unknown, so the loop holds as stale, then resumes on inputs of the new time."""
+    c = Clocks()
+    lp = build_loop(LoopSettings(rate_hz=1 / PERIOD, execution_horizon=4, max_obs_age_s=0.2),
+                    SyncInference(ToyRuntime(), 0, PERIOD), clock=lambda: c.loop, stamp_clock=lambda: c.ros)
+    lp.store.set_instruction("pick up the red cube")
+
+    def inputs() -> None:
+        for camera in ("front", "wrist"):
+            lp.store.put_image(camera, IMG, "rgb8", stamp=c.ros)
+        lp.store.put_joints(lp.settings.joint_names, [0.0] * 8, [], stamp=c.ros)
+
+    inputs()
+    assert lp.tick(0, c.loop) is not None
+    c.loop -= 30.0
+    c.ros -= 30.0
+    assert lp.tick(1, c.loop) is None
+    assert lp.controller.state == "STALE"
+    assert lp.controller.reason == ("front camera image captured more than max_obs_age_s=0.2 s ahead of the "
+                                    "loop's time (the clock jumped back)")
+    c.advance(0.1)
+    assert lp.tick(2, c.loop) is None  # still 29.9 s ahead
+    inputs()
+    assert lp.tick(3, c.loop) is not None and lp.controller.state == "OK"
+
+
+def test_inputs_captured_slightly_after_the_ticks_nominal_time_are_fresh() -> None:
+    """A tick runs a little after its deadline; what arrived in between is not 'ahead' of the loop."""
+    ctl, _ = make(delay=0, max_obs_age_s=0.2)
+    o = obs(1.0)
+    o["stamps"] = {"front": 1.01, "wrist": 1.19, "joints": 1.0}
+    assert ctl.step(o, 0, 1.0) is not None and ctl.state == "OK"
+    o["stamps"]["wrist"] = 1.21
+    assert ctl.step(o, 1, 1.0) is None and ctl.state == "STALE"
+
+
+class JumpingTime:
+    """ROS time read by polling: moves 1 ms per read, and goes back `back` seconds at read `at`."""
+
+    def __init__(self, at: int, back: float) -> None:
+        self.t, self.reads, self.at, self.back = 100.0, 0, at, back
+
+    def now(self) -> float:
+        self.reads += 1
+        self.t += 0.001 - (self.back if self.reads == self.at else 0.0)
+        return self.t
+
+
+@pytest.mark.parametrize("back", [3600.0, 0.5])
+def test_a_loop_on_ros_time_restarts_its_schedule_when_time_goes_back(back: float) -> None:
+    """Without this the loop would wait for its old deadline: an hour after a reset an hour into a run."""
+    clock = JumpingTime(at=200, back=back)
+    seen: list[float] = []
+    sched = Scheduler(100.0, lambda k, t: seen.append(t), clock=PolledClock(clock.now, poll_s=1e-5))
+    runner = threading.Thread(target=sched.run, kwargs={"max_ticks": 40}, daemon=True)
+    runner.start()
+    runner.join(timeout=10.0)
+    assert not runner.is_alive(), "the loop waited for a deadline from before the jump"
+    sched.stop()
+    assert sched.stats.ticks == 40 and sched.stats.clock_jumps_back == 1 and sched.stats.missed == 0
+    jump = next(k for k in range(1, len(seen)) if seen[k] < seen[k - 1])
+    assert seen[jump - 1] - seen[jump] == pytest.approx(back, abs=0.02)
+    steps = np.diff(seen[jump:])
+    assert np.allclose(steps, 0.01), "after the jump, ticks resume at the loop's period on the new time"
+
+
+def test_time_going_back_less_than_it_moved_since_the_last_tick_only_delays_the_next_tick() -> None:
+    """The wait ends at the jump; the deadline still lies ahead on the new time, so the loop waits again:
+    no early tick, no restart of the schedule."""
+    clock = JumpingTime(at=205, back=0.002)
+    seen: list[tuple[float, float]] = []
+    sched = Scheduler(100.0, lambda k, t: seen.append((t, clock.t)), clock=PolledClock(clock.now, poll_s=1e-5))
+    sched.run(max_ticks=40)
+    assert sched.stats.clock_jumps_back == 0
+    assert all(now >= deadline for deadline, now in seen)
+    assert np.allclose(np.diff([d for d, _ in seen]), 0.01)

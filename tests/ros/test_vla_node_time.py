@@ -132,6 +132,14 @@ def _sim_time_scenario(probe, ex) -> None:
     d = g.diags[-1]
     assert (d["state"], d["message"], d["level"]) == ("STALE", "joint state older than max_obs_age_s=0.3 s", 1)
 
+    # Simulated time goes back 100 s (a reset): the loop restarts its schedule on the new time, holds while its
+    # newest inputs are from before the jump, and commands again once inputs of the new time arrive.
+    sim[0] -= 100.0
+    n = len(g.commands)
+    assert g.spin(20.0, lambda: sum(t < 950.0 for t in g.commands[n:]) >= 10 and g.diags[-1]["state"] == "OK",
+                  step=running), g.diags[-1:]
+    assert int(g.diags[-1]["clock_jumps_back"]) == 1
+
 
 @pytest.mark.slow
 def test_header_stamp_sets_observation_age_and_skewed_stamps_are_flagged(bundle: Path) -> None:
