@@ -311,7 +311,7 @@ PLOTS = {
     "vla/stages.json": plot_vla_stages,
     "vla_loop/graphs.json": plot_vla_loop,
     "launch_cold_start/cold_start.json": plot_cold_start,
-    "safety/fuzz_2e5.json": plot_fuzz,
+    "safety/fuzz_1e6.json": plot_fuzz,
     "lerobot_act/summary.json": plot_lerobot_act,
     "smolvla_import/stages.json": plot_smolvla_import,
     "ros/shutdown.json": plot_shutdown,
