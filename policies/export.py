@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from omni_vla.backends import ARTIFACT_FORMATS, ROBOT_BACKENDS
 from omni_vla.runtime.bundle import (
     BUNDLE_FORMAT, BundleManifest, InstructionSpec, NormalizationSpec, StageSpec, TensorSpec, TrainingInfo,
-    artifact_spec, write_json_atomic, write_manifest,
+    artifact_spec, write_manifest,
 )
 from omni_vla.tools.errors import UsageError, choice_list, existing_bundle, existing_file, positive_int
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions

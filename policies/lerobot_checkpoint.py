@@ -1,4 +1,5 @@
-"""Read a LeRobot ACT checkpoint directory as `lerobot-train` writes it, without LeRobot.
+"""Read a LeRobot checkpoint directory as `lerobot-train` writes it, without LeRobot (ACT here; the checks every
+importer shares too: the features, the robot the bundle is for, the bundle directory appearing whole).
 
 `checkpoints/<step>/pretrained_model/` holds config.json (the policy config), model.safetensors and the
 processor pipelines (policy_preprocessor.json / policy_postprocessor.json, each naming a .safetensors state file
@@ -9,8 +10,12 @@ support is refused with one line naming the field and what is expected.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from safetensors.numpy import load_file
@@ -99,6 +104,60 @@ def affine_map(key: str, kind: str, config: dict, stats: dict[str, np.ndarray], 
         return Affine(lo + span / 2, span / 2)
     raise CheckpointError(f"{key}: normalisation {mode} is not supported; expected MEAN_STD, MIN_MAX, "
                           f"{', '.join(QUANTILE_STATS)} or IDENTITY")
+
+
+@dataclass(frozen=True)
+class VlaFeatures:
+    cameras: list[str]  # LeRobot's camera names, in the prefix's token order
+    hw: tuple[int, int]  # every camera's (height, width)
+    state_dim: int
+    action_dim: int
+
+
+def read_vla_features(d: Path, cfg: dict, fixed: dict[str, object], model: str) -> VlaFeatures:
+    """What every staged VLA's config.json must say: the `fixed` fields at the values the exported stages compute,
+    images left unnormalised (the model scales them itself), cameras of one shape, a state input, an action output."""
+    for field, want in fixed.items():
+        if cfg.get(field, want) != want:
+            raise CheckpointError(f"{field} = {cfg.get(field)!r} is not supported; expected {want!r}")
+    if cfg.get("normalization_mapping", {}).get("VISUAL", "IDENTITY") != "IDENTITY":
+        raise CheckpointError(f"normalization_mapping.VISUAL must be IDENTITY ({model} scales images itself)")
+    feats = cfg.get("input_features", {})
+    cameras = [k[len(CAMERA_PREFIX):] for k in feats if k.startswith(CAMERA_PREFIX)]
+    if not cameras or STATE_KEY not in feats or ACTION_KEY not in cfg.get("output_features", {}):
+        raise CheckpointError(f"{d / 'config.json'}: expected observation.images.* inputs, {STATE_KEY} and "
+                              f"an {ACTION_KEY} output")
+    hw = {tuple(feats[CAMERA_PREFIX + c]["shape"][1:]) for c in cameras}
+    if len(hw) != 1:
+        raise CheckpointError(f"cameras have different shapes {sorted(hw)}; expected one (one vision program)")
+    return VlaFeatures(cameras, hw.pop(), feats[STATE_KEY]["shape"][0],  # type: ignore[arg-type]
+                       cfg["output_features"][ACTION_KEY]["shape"][0])
+
+
+def check_robot(joint_names: list[str], state_dim: int, action_dim: int, gripper: str | None, out: Path) -> None:
+    """The bundle is for a robot whose joints are the policy's state and action, element by element, and is new."""
+    if len(joint_names) != state_dim or state_dim != action_dim:
+        raise CheckpointError(f"{len(joint_names)} joint names for state {state_dim} / action {action_dim}; "
+                              "expected one name per state and action element (absolute joint positions)")
+    if gripper is not None and gripper not in joint_names:
+        raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
+    if out.exists():
+        raise CheckpointError(f"{out} exists; expected a new bundle directory")
+
+
+@contextmanager
+def new_bundle_dir(out: Path) -> Iterator[Path]:
+    """A directory beside `out` to write the bundle into; it becomes `out` only when the block completes, and is
+    removed otherwise (also on Ctrl-C): a bundle is there whole or not at all."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def read_act_checkpoint(directory: str | Path) -> ActCheckpoint:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,8 @@ from omni_vla.runtime.bundle import TensorSpec, artifact_spec, sha256_file, writ
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference, act_export_form
 from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
-from omni_vla_policies.lerobot_checkpoint import ActCheckpoint, CheckpointError, read_act_checkpoint, read_json
+from omni_vla_policies.lerobot_checkpoint import (ActCheckpoint, CheckpointError, check_robot, new_bundle_dir,
+                                                   read_act_checkpoint, read_json)
 from omni_vla_policies.lerobot_pi0 import import_pi0
 from omni_vla_policies.lerobot_smolvla import import_smolvla
 
@@ -92,21 +91,13 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_act_checkpoint(src)
     s = ck.shape
-    if len(joint_names) != s.state_dim or s.state_dim != s.action_dim:
-        raise CheckpointError(f"{len(joint_names)} joint names for state {s.state_dim} / action {s.action_dim}; "
-                              "expected one name per state and action element (absolute joint positions)")
-    if gripper is not None and gripper not in joint_names:
-        raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
-    if out.exists():
-        raise CheckpointError(f"{out} exists; expected a new bundle directory")
+    check_robot(joint_names, s.state_dim, s.action_dim, gripper, out)
     table = read_instructions(instructions, s.env_dim)
     args = tuple(torch.zeros(1, 3, *s.image_hw) for _ in ck.cameras) + (torch.zeros(1, s.state_dim),)
     names = [*ck.cameras, "state"]
     if s.env_dim:
         args, names = args + (torch.zeros(1, s.env_dim),), names + ["environment_state"]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with new_bundle_dir(out) as tmp:
         try:
             model = ActInference(ck.weights, s).eval()
         except KeyError as exc:
@@ -125,11 +116,6 @@ def import_act(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
                 artifacts[backend] = artifact_spec(tmp, file).model_dump()
         manifest = build_manifest(ck, joint_names, rate_hz, gripper, artifacts, src.resolve(), table)
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
-        tmp.chmod(0o755)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

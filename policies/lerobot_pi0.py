@@ -10,26 +10,19 @@ importer cannot reproduce exactly is refused in one line naming the field.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-import numpy as np
 from safetensors.torch import load_file
 
-from omni_vla.backends import ARTIFACT_FORMATS, ROBOT_BACKENDS, SUFFIX_OF
-from omni_vla.runtime.bundle import artifact_spec, sha256_file, write_json_atomic
-from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
-from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
-from omni_vla.tools.outputs import native_stdout_silenced
-from omni_vla_policies.converters import versions
-from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, CAMERA_PREFIX, STATE_KEY, Affine, CheckpointError,
-                                                   affine_map, read_json, read_normalizer)
+from omni_vla.backends import ROBOT_BACKENDS
+from omni_vla.runtime.bundle import sha256_file
+from omni_vla.runtime.vla_manifest import VLAManifest
+from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, STATE_KEY, Affine, CheckpointError, affine_map,
+                                                   check_robot, read_json, read_normalizer, read_vla_features)
 from omni_vla_policies.lerobot_smolvla import find_tokenizer
-from omni_vla_policies.vla.bundle_vla import stage_specs
-from omni_vla_policies.vla.export_vla import export_stages
-from omni_vla_policies.vla.parity_import import self_parity
+from omni_vla_policies.vla.imported import vla_manifest, write_imported_bundle
 from omni_vla_policies.vla.pi0_model import (GEMMA_HEADS, SIGLIP_HEAD_DIM, GemmaArch, Pi0, Pi0Arch,
                                              load_lerobot_state_dict)
 from omni_vla_policies.vla.smolvla_config import VisionArch
@@ -134,32 +127,19 @@ def read_pi0_checkpoint(directory: str | Path, tokenizer: Path | None = None) ->
     cfg = read_json(d / "config.json")
     if cfg.get("type") not in KINDS:
         raise CheckpointError(f"{d / 'config.json'}: policy type {cfg.get('type')!r}, expected one of {KINDS}")
-    for field, want in FIXED.items():
-        if cfg.get(field, want) != want:
-            raise CheckpointError(f"{field} = {cfg.get(field)!r} is not supported; expected {want!r}")
     if (cfg.get("rtc_config") or {}).get("enabled"):
         raise CheckpointError("rtc_config.enabled is true: expected it off (the runtime pins committed actions itself)")
-    if cfg.get("normalization_mapping", {}).get("VISUAL", "IDENTITY") != "IDENTITY":
-        raise CheckpointError("normalization_mapping.VISUAL must be IDENTITY (pi0 scales images itself)")
-    feats = cfg.get("input_features", {})
-    cameras = [k[len(CAMERA_PREFIX):] for k in feats if k.startswith(CAMERA_PREFIX)]
-    if not cameras or STATE_KEY not in feats or ACTION_KEY not in cfg.get("output_features", {}):
-        raise CheckpointError(f"{d / 'config.json'}: expected observation.images.* inputs, {STATE_KEY} and "
-                              f"an {ACTION_KEY} output")
-    hw = {tuple(feats[CAMERA_PREFIX + c]["shape"][1:]) for c in cameras}
-    if len(hw) != 1:
-        raise CheckpointError(f"cameras have different shapes {sorted(hw)}; expected one (one vision program)")
+    f = read_vla_features(d, cfg, FIXED, "pi0")
     weights = d / "model.safetensors"
-    state_dim, action_dim = feats[STATE_KEY]["shape"][0], cfg["output_features"][ACTION_KEY]["shape"][0]
-    arch = _arch(cfg, safetensors_shapes(weights), len(cameras), hw.pop(), state_dim, action_dim)
-    if state_dim > arch.max_state_dim or action_dim > arch.max_action_dim:
-        raise CheckpointError(f"state {state_dim} / action {action_dim} exceed max_state_dim / max_action_dim "
+    arch = _arch(cfg, safetensors_shapes(weights), len(f.cameras), f.hw, f.state_dim, f.action_dim)
+    if f.state_dim > arch.max_state_dim or f.action_dim > arch.max_action_dim:
+        raise CheckpointError(f"state {f.state_dim} / action {f.action_dim} exceed max_state_dim / max_action_dim "
                               f"{arch.max_state_dim} / {arch.max_action_dim}")
     pre_cfg, pre_stats = read_normalizer(d, "policy_preprocessor", "normalizer_processor")
     post_cfg, post_stats = read_normalizer(d, "policy_postprocessor", "unnormalizer_processor")
     name = _tokenizer_name(d)
     return Pi0Checkpoint(
-        arch=arch, cameras=cameras, weights=weights,
+        arch=arch, cameras=f.cameras, weights=weights,
         state=affine_map(STATE_KEY, "STATE", pre_cfg, pre_stats, False),
         action=affine_map(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
         n_action_steps=int(cfg.get("n_action_steps", arch.chunk_size)),
@@ -181,40 +161,17 @@ def build_pi0(arch: Pi0Arch, weights: Path) -> Pi0:
     return model
 
 
-def _floats(a) -> list[float]:  # noqa: ANN001
-    return [float(v) for v in np.asarray(a, np.float32).reshape(-1)]
-
-
-def build_manifest(ck: Pi0Checkpoint, tmp: Path, joint_names: list[str], rate_hz: float, gripper: str | None,
-                   backends: tuple[str, ...], src: Path) -> VLAManifest:
-    arch = ck.arch
-    h, w = arch.camera_shape
-    units = ["m" if n == gripper else "rad" for n in joint_names]
-    stages = {stage: {"inputs": ins, "outputs": outs,
-                      "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX_OF[b]}").model_dump() for b in backends}}
-              for stage, (ins, outs) in stage_specs(arch).items()}  # type: ignore[arg-type]
-    language = {"tokenizer": f"{ck.tokenizer_name} tokenizer", "max_tokens": arch.tokenizer_max_length,
-                "tokenizer_file": artifact_spec(tmp, "tokenizer.json").model_dump()}
-    if arch.pi05:
-        language["state_prompt"] = {"template": PI05_PROMPT, "bins": STATE_BINS}
-    else:
-        language["prompt_suffix"] = PI0_PROMPT_SUFFIX
-    return VLAManifest.model_validate({
-        "format": CHUNK_FORMAT, "kind": VLA_KIND, "policy": f"lerobot_{ck.config['type']}",
-        "source": {"checkpoint": str(src), "weights_sha256": sha256_file(ck.weights), "tokenizer": ck.tokenizer_name,
-                   "architecture": arch.model_dump(mode="json"), "config": ck.config},
-        "control_rate_hz": rate_hz,
-        "cameras": [{"name": c, "height": h, "width": w} for c in ck.cameras],
-        "state": {"joint_names": joint_names, "units": units},
-        "action": {"joint_names": joint_names, "units": units, "space": "absolute", "chunk_length": arch.chunk_size,
-                   "execute_steps": ck.n_action_steps, "gripper": gripper},
-        "normalization": {"state": {"subtract": _floats(ck.state.subtract), "divide": _floats(ck.state.divide)},
-                          "action": {"subtract": _floats(ck.action.subtract), "divide": _floats(ck.action.divide)}},
-        "language": language,
-        "flow": {"num_steps": arch.num_steps, "padded_state_dim": arch.max_state_dim,
-                 "padded_action_dim": arch.max_action_dim, "max_prefix": arch.chunk_size - 1},
-        "stages": stages, "versions": versions(),
-    })
+def manifest_for(ck: Pi0Checkpoint, joint_names: list[str], rate_hz: float, gripper: str | None,
+                 src: Path) -> Callable[[Path, tuple[str, ...]], VLAManifest]:
+    prompt = ({"state_prompt": {"template": PI05_PROMPT, "bins": STATE_BINS}} if ck.arch.pi05
+              else {"prompt_suffix": PI0_PROMPT_SUFFIX})
+    return lambda tmp, backends: vla_manifest(
+        policy=f"lerobot_{ck.config['type']}", arch=ck.arch, cameras=ck.cameras, tmp=tmp, joint_names=joint_names,
+        rate_hz=rate_hz, gripper=gripper, backends=backends, execute_steps=ck.n_action_steps, state=ck.state,
+        action=ck.action,
+        source={"checkpoint": str(src), "weights_sha256": sha256_file(ck.weights), "tokenizer": ck.tokenizer_name,
+                "config": ck.config},
+        language={"tokenizer": f"{ck.tokenizer_name} tokenizer", **prompt})
 
 
 def import_pi0(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
@@ -224,30 +181,6 @@ def import_pi0(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
     robot runtime's chunk is checked against the eager fp32 stages on one observation (source.parity_db)."""
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_pi0_checkpoint(src, tokenizer)
-    a = ck.arch
-    if len(joint_names) != a.state_dim or a.state_dim != a.action_dim:
-        raise CheckpointError(f"{len(joint_names)} joint names for state {a.state_dim} / action {a.action_dim}; "
-                              "expected one name per state and action element (absolute joint positions)")
-    if gripper is not None and gripper not in joint_names:
-        raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
-    if out.exists():
-        raise CheckpointError(f"{out} exists; expected a new bundle directory")
-    model = build_pi0(a, ck.weights)
-    listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))  # MNN converts from ONNX
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        export_stages(model, tmp, backends=tuple(b for b in ARTIFACT_FORMATS if b in listed), log=lambda _s: None)
-        shutil.copyfile(ck.tokenizer, tmp / "tokenizer.json")
-        manifest = build_manifest(ck, tmp, joint_names, rate_hz, gripper, listed, src.resolve())
-        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
-        with native_stdout_silenced():  # MNN prints to fd 1
-            parity = self_parity(tmp, model, tuple(b for b in backends if b in ROBOT_BACKENDS))
-        manifest = manifest.model_copy(update={"source": {**manifest.source, "parity_db": parity}})
-        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
-        tmp.chmod(0o755)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+    check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
+    return write_imported_bundle(build_pi0(ck.arch, ck.weights), out, ck.tokenizer, backends,
+                                 manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()))

@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from pydantic import ValidationError
 
-from omni_vla.backends import ARTIFACT_FORMATS, ROBOT_BACKENDS, SUFFIX_OF
-from omni_vla.runtime.bundle import artifact_spec, sha256_file, write_json_atomic
-from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
-from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
-from omni_vla.tools.outputs import native_stdout_silenced
-from omni_vla_policies.converters import versions
-from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, CAMERA_PREFIX, STATE_KEY, Affine, CheckpointError,
-                                                   affine_map, read_json, read_normalizer)
-from omni_vla_policies.vla.bundle_vla import stage_specs
-from omni_vla_policies.vla.export_vla import build, export_stages
-from omni_vla_policies.vla.parity_import import self_parity
+from omni_vla.backends import ROBOT_BACKENDS
+from omni_vla.runtime.bundle import sha256_file
+from omni_vla.runtime.vla_manifest import VLAManifest
+from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, STATE_KEY, Affine, CheckpointError, affine_map,
+                                                   check_robot, read_json, read_normalizer, read_vla_features)
+from omni_vla_policies.vla.export_vla import build
+from omni_vla_policies.vla.imported import vla_manifest, write_imported_bundle
 from omni_vla_policies.vla.smolvla_config import PUBLISHED_VLM_CONFIG, SmolVLAArch, TextArch, VisionArch
 
 PUBLISHED_VLM = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
@@ -109,23 +104,10 @@ def read_smolvla_checkpoint(directory: str | Path, tokenizer: Path | None = None
     cfg = read_json(d / "config.json")
     if cfg.get("type") != "smolvla":
         raise CheckpointError(f"{d / 'config.json'}: policy type {cfg.get('type')!r}, expected 'smolvla'")
-    for field, want in FIXED.items():
-        if cfg.get(field, want) != want:
-            raise CheckpointError(f"{field} = {cfg.get(field)!r} is not supported; expected {want!r}")
-    if cfg.get("normalization_mapping", {}).get("VISUAL", "IDENTITY") != "IDENTITY":
-        raise CheckpointError("normalization_mapping.VISUAL must be IDENTITY (SmolVLA scales images itself)")
-    feats = cfg.get("input_features", {})
-    cameras = [k[len(CAMERA_PREFIX):] for k in feats if k.startswith(CAMERA_PREFIX)]
-    if not cameras or STATE_KEY not in feats or ACTION_KEY not in cfg.get("output_features", {}):
-        raise CheckpointError(f"{d / 'config.json'}: expected observation.images.* inputs, {STATE_KEY} and "
-                              f"an {ACTION_KEY} output")
-    hw = {tuple(feats[CAMERA_PREFIX + c]["shape"][1:]) for c in cameras}
-    if len(hw) != 1:
-        raise CheckpointError(f"cameras have different shapes {sorted(hw)}; expected one (one vision program)")
+    f = read_vla_features(d, cfg, FIXED, "SmolVLA")
     vlm_name = cfg.get("vlm_model_name", PUBLISHED_VLM)
     try:
-        arch = _arch(cfg, _vlm_config(vlm_name), len(cameras), hw.pop(), feats[STATE_KEY]["shape"][0],
-                     cfg["output_features"][ACTION_KEY]["shape"][0])
+        arch = _arch(cfg, _vlm_config(vlm_name), len(f.cameras), f.hw, f.state_dim, f.action_dim)
     except (KeyError, ValidationError) as exc:
         raise CheckpointError(f"{vlm_name}: the VLM config lacks or mistypes {exc}; expected a SmolVLM config") from exc
     pre_cfg, pre_stats = read_normalizer(d, "policy_preprocessor", "normalizer_processor")
@@ -134,43 +116,21 @@ def read_smolvla_checkpoint(directory: str | Path, tokenizer: Path | None = None
     if not weights.is_file():
         raise CheckpointError(f"{weights} is missing: expected the policy weights")
     return SmolVLACheckpoint(
-        arch=arch, cameras=cameras, weights=weights,
+        arch=arch, cameras=f.cameras, weights=weights,
         state=affine_map(STATE_KEY, "STATE", pre_cfg, pre_stats, False),
         action=affine_map(ACTION_KEY, "ACTION", post_cfg, post_stats, True),
         n_action_steps=int(cfg.get("n_action_steps", arch.chunk_size)),
         tokenizer=find_tokenizer(vlm_name, tokenizer), vlm=vlm_name, config=cfg)
 
 
-def _floats(a) -> list[float]:  # noqa: ANN001
-    return [float(v) for v in a.reshape(-1)]
-
-
-def build_manifest(ck: SmolVLACheckpoint, tmp: Path, joint_names: list[str], rate_hz: float, gripper: str | None,
-                   backends: tuple[str, ...], src: Path) -> VLAManifest:
-    arch = ck.arch
-    h, w = arch.camera_shape
-    units = ["m" if n == gripper else "rad" for n in joint_names]
-    stages = {stage: {"inputs": ins, "outputs": outs,
-                      "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX_OF[b]}").model_dump() for b in backends}}
-              for stage, (ins, outs) in stage_specs(arch).items()}
-    return VLAManifest.model_validate({
-        "format": CHUNK_FORMAT, "kind": VLA_KIND, "policy": "lerobot_smolvla",
-        "source": {"checkpoint": str(src), "weights_sha256": sha256_file(ck.weights), "vlm": ck.vlm,
-                   "architecture": arch.model_dump(mode="json"), "config": ck.config},
-        "control_rate_hz": rate_hz,
-        "cameras": [{"name": c, "height": h, "width": w} for c in ck.cameras],
-        "state": {"joint_names": joint_names, "units": units},
-        "action": {"joint_names": joint_names, "units": units, "space": "absolute", "chunk_length": arch.chunk_size,
-                   "execute_steps": ck.n_action_steps, "gripper": gripper},
-        "normalization": {"state": {"subtract": _floats(ck.state.subtract), "divide": _floats(ck.state.divide)},
-                          "action": {"subtract": _floats(ck.action.subtract), "divide": _floats(ck.action.divide)}},
-        "language": {"tokenizer": f"{ck.vlm} tokenizer", "max_tokens": arch.tokenizer_max_length,
-                     "tokenizer_file": artifact_spec(tmp, "tokenizer.json").model_dump(),
-                     "prompt_suffix": PROMPT_SUFFIX},
-        "flow": {"num_steps": arch.num_steps, "padded_state_dim": arch.max_state_dim,
-                 "padded_action_dim": arch.max_action_dim, "max_prefix": arch.chunk_size - 1},
-        "stages": stages, "versions": versions(),
-    })
+def manifest_for(ck: SmolVLACheckpoint, joint_names: list[str], rate_hz: float, gripper: str | None,
+                 src: Path) -> Callable[[Path, tuple[str, ...]], VLAManifest]:
+    return lambda tmp, backends: vla_manifest(
+        policy="lerobot_smolvla", arch=ck.arch, cameras=ck.cameras, tmp=tmp, joint_names=joint_names,
+        rate_hz=rate_hz, gripper=gripper, backends=backends, execute_steps=ck.n_action_steps, state=ck.state,
+        action=ck.action,
+        source={"checkpoint": str(src), "weights_sha256": sha256_file(ck.weights), "vlm": ck.vlm, "config": ck.config},
+        language={"tokenizer": f"{ck.vlm} tokenizer", "prompt_suffix": PROMPT_SUFFIX})
 
 
 QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 activations quantised per call "
@@ -187,36 +147,12 @@ def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: lis
         raise CheckpointError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZATION)}")
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_smolvla_checkpoint(src, tokenizer)
-    a = ck.arch
-    if len(joint_names) != a.state_dim or a.state_dim != a.action_dim:
-        raise CheckpointError(f"{len(joint_names)} joint names for state {a.state_dim} / action {a.action_dim}; "
-                              "expected one name per state and action element (absolute joint positions)")
-    if gripper is not None and gripper not in joint_names:
-        raise CheckpointError(f"gripper {gripper!r} is not one of the joint names {joint_names}")
-    if out.exists():
-        raise CheckpointError(f"{out} exists; expected a new bundle directory")
+    check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
     try:
-        model = build(a, ck.weights)
+        model = build(ck.arch, ck.weights)
     except ValueError as exc:
         raise CheckpointError(f"{ck.weights}: {str(exc).splitlines()[0]}") from exc
-    listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))  # MNN converts from ONNX
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        export_stages(model, tmp, backends=tuple(b for b in ARTIFACT_FORMATS if b in listed),
-                      log=lambda _s: None, int8=quantize == "int8")
-        shutil.copyfile(ck.tokenizer, tmp / "tokenizer.json")
-        manifest = build_manifest(ck, tmp, joint_names, rate_hz, gripper, listed, src.resolve())
-        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
-        robot = tuple(b for b in backends if b in ROBOT_BACKENDS)
-        with native_stdout_silenced():  # MNN prints to fd 1
-            parity = self_parity(tmp, model, robot)
-        source = {**manifest.source, "parity_db": parity, "quantization": QUANTIZATION.get(quantize or "", "none")}
-        manifest = manifest.model_copy(update={"source": source})
-        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
-        tmp.chmod(0o755)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+    return write_imported_bundle(model, out, ck.tokenizer, backends,
+                                 manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
+                                 int8=quantize == "int8",
+                                 source_extra={"quantization": QUANTIZATION.get(quantize or "", "none")})

@@ -85,9 +85,12 @@ def sample_steps(dataset: Path, n: int, horizon: int) -> list[tuple[dict[str, np
 
 
 def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
-    err = float(np.sum((got.astype(np.float64) - ref) ** 2))
+    """Signal-to-noise of `got` against `ref` in dB (inf when equal); shapes must match (no broadcasting)."""
+    if ref.shape != got.shape:
+        raise ValueError(f"shape {got.shape} compared with the reference's {ref.shape}")
+    err = float(np.sum((got.astype(np.float64) - ref.astype(np.float64)) ** 2))
     sig = float(np.sum(ref.astype(np.float64) ** 2))
-    return float("inf") if err == 0 else 10.0 * np.log10(sig / err)
+    return float("inf") if err == 0 else 10.0 * float(np.log10(sig / err))
 
 
 def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:

@@ -11,7 +11,6 @@ per sample; `flow_repeats` noise/time draws share one encoder pass. Saves an EMA
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os

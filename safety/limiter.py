@@ -258,9 +258,9 @@ class CommandLimiter:
                     # The window around the measurement is a wall braked for like the range: a command
                     # inside it never overshoots it; outside it (the robot lags), it heads back.
                     x = m + s
-                    whi = self._wall(i, x, v, ac[i], lo, hi) if x >= 0.0 else x / dt
+                    whi = self._wall(i, x, v, lo, hi) if x >= 0.0 else x / dt
                     x = s - m
-                    wlo = -self._wall(i, x, -v, -ac[i], -hi, -lo) if x >= 0.0 else -x / dt
+                    wlo = -self._wall(i, x, -v, -hi, -lo) if x >= 0.0 else -x / dt
                     if wlo <= hi and whi >= lo:
                         if wlo > lo:
                             lo, lk = wlo, MAX_STEP
@@ -313,11 +313,11 @@ class CommandLimiter:
                         if cap >= lo:
                             lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
                 elif e > 0.0:
-                    cap = self._wall(i, e, v, ac[i], lo, hi)
+                    cap = self._wall(i, e, v, lo, hi)
                     if cap < hi:
                         hi, hk = (cap, _TARGET) if cap >= lo else (lo, lk)
                 elif e < 0.0:
-                    cap = -self._wall(i, -e, -v, -ac[i], -hi, -lo)
+                    cap = -self._wall(i, -e, -v, -hi, -lo)
                     if cap > lo:
                         lo, lk = (cap, _TARGET) if cap <= hi else (hi, hk)
             if target is not None and self.jerk[i] < inf:
@@ -412,13 +412,13 @@ class CommandLimiter:
         # Position: the stop's excursion stays within the range (from outside it: never further out).
         # From a state this limiter did not produce (rounding), no velocity may fit: brake hardest; the range
         # still holds (`_commit`), and the jerk and deceleration limits are what give way (reported).
-        c = self._cap(i, self.hi[i] - q, v, a, lo, hi)
+        c = self._cap(i, self.hi[i] - q, v, lo, hi)
         if c is None:
             self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
             hi, hk = lo, POSITION
         elif c < hi:
             hi, hk = c, POSITION
-        c = self._cap(i, q - self.lo[i], -v, -a, -hi, -lo)
+        c = self._cap(i, q - self.lo[i], -v, -hi, -lo)
         if c is None:
             self.interventions.append((JERK + "_yielded", i, j, a, 0.0))
             lo, lk = hi, POSITION
@@ -477,14 +477,14 @@ class CommandLimiter:
                 lk, hk = hk, lk
         return lo, hi, lk, hk
 
-    def _wall(self, i: int, x: float, v: float, a: float, lo: float, hi: float) -> float:
+    def _wall(self, i: int, x: float, v: float, lo: float, hi: float) -> float:
         """Largest velocity from which joint i stops within x >= 0 ahead: the braking curve of a joint without a
         jerk limit, the S-curve stop (searched in [lo, hi]; below lo when none fits) of one with it."""
         if self.jerk[i] == inf:
             return self.brake_speed(i, x)
         if hi < lo:
             return lo
-        c = self._cap(i, x, v, a, lo, hi)
+        c = self._cap(i, x, v, lo, hi)
         return lo - 1.0 if c is None else c
 
     def _want(self, i: int, q: float, target: Sequence[float], vref: Sequence[float] | None, inv_h: float) -> float:
@@ -493,7 +493,7 @@ class CommandLimiter:
         t = self.hi[i] if t > self.hi[i] else (self.lo[i] if t < self.lo[i] else (q if t != t else t))
         return (t - q) * inv_h
 
-    def _excess(self, i: int, x: float, v: float, a: float, s: float) -> float:
+    def _excess(self, i: int, x: float, v: float, s: float) -> float:
         """How far the stop from velocity s (this tick's acceleration (s - v) / dt) ends beyond a wall x ahead
         (<= 0: it fits). The stop starts from the most braking acceleration the jerk limit allows after this
         tick, and the backward-Euler steps may run ahead of the continuous profile by dt times the velocity
@@ -514,9 +514,9 @@ class CommandLimiter:
         room = x - s * dt if x >= 0.0 else min(0.0, -s * dt)
         return e - room
 
-    def _cap(self, i: int, x: float, v: float, a: float, lo: float, hi: float) -> float | None:
+    def _cap(self, i: int, x: float, v: float, lo: float, hi: float) -> float | None:
         """Largest velocity in [lo, hi] whose stop stays within a wall x ahead (for a wall behind, the caller
-        mirrors v, a, lo, hi), or None when none does. Regula falsi (Illinois), keeping the end that fits."""
+        mirrors v, lo, hi), or None when none does. Regula falsi (Illinois), keeping the end that fits."""
         # Quick sufficient test: from any v' <= hi the S-curve peaks below p = hi + M^2 / 2J and lasts at most
         # 3 M / J + p / M (ramps and hold), so it travels at most p times that, the steps' lead at most dt M^2 / 2J.
         j, m = self.jerk[i], self._m[i]
@@ -524,10 +524,10 @@ class CommandLimiter:
         p = (hi if hi > 0.0 else 0.0) + lead
         if x - (hi if hi > 0.0 else 0.0) * self.dt >= p * (3.0 * m / j + p / m) + self.dt * lead:
             return hi
-        f_hi = self._excess(i, x, v, a, hi)
+        f_hi = self._excess(i, x, v, hi)
         if f_hi <= 0.0:
             return hi
-        f_lo = self._excess(i, x, v, a, lo)
+        f_lo = self._excess(i, x, v, lo)
         if f_lo > 0.0:
             return None
         side = 0
@@ -539,7 +539,7 @@ class CommandLimiter:
             s = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
             if f_lo == 0.0 or not lo < s < hi:
                 s = 0.5 * (lo + hi)
-            f = self._excess(i, x, v, a, s)
+            f = self._excess(i, x, v, s)
             if f <= 0.0:
                 lo, f_lo = s, f
                 if side == -1:

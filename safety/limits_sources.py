@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 from xml.parsers import expat
 
 from omni_vla_safety.limit_models import JointLimitSet, JointSource, LimitsError, limit_set_from_fields

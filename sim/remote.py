@@ -11,8 +11,6 @@ import math
 from typing import Any
 from urllib.parse import urlparse
 
-import numpy as np
-
 from omni_vla.cloud import ReplanConfig, Replanner
 from omni_vla_sim.oracle import sim_state
 

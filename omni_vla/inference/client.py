@@ -13,7 +13,7 @@ flight. Two clients implement this:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 

@@ -16,7 +16,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal, TypeVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from omni_vla.backends import LIBRARY_OF, ArtifactFormat

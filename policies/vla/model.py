@@ -366,9 +366,10 @@ class StepStage(nn.Module):
 
 
 class FinishStage(nn.Module):
-    """The denoised chunk -> the robot's action dimensions (LeRobot unpads max_action_dim to the action feature)."""
+    """The denoised chunk -> the robot's action dimensions (LeRobot unpads max_action_dim to the action feature).
+    Any staged model whose arch states its action_dim (SmolVLA, pi0)."""
 
-    def __init__(self, m: SmolVLA) -> None:
+    def __init__(self, m: nn.Module) -> None:
         super().__init__()
         self.action_dim = m.arch.action_dim
 
@@ -381,12 +382,17 @@ def stage_modules(m: SmolVLA) -> dict[str, nn.Module]:
             "finish": FinishStage(m).eval()}
 
 
+def example_lang_mask(n: int, valid_tokens: int | None) -> Tensor:
+    """A language mask of n tokens, the first `valid_tokens` (default two thirds) real, the rest padding."""
+    valid = n * 2 // 3 if valid_tokens is None else valid_tokens
+    return torch.cat([torch.ones(1, valid), torch.zeros(1, n - valid)], dim=1)
+
+
 def stage_inputs(arch: SmolVLAArch, seed: int = 0, valid_tokens: int | None = None) -> dict[str, tuple[Tensor, ...]]:
     """Example inputs of every stage (fixed shapes): what the exporters trace and the benchmark feeds."""
     g = torch.Generator().manual_seed(seed)
     t, n = arch.text, arch.tokenizer_max_length
-    valid = n * 2 // 3 if valid_tokens is None else valid_tokens
-    lang_mask = torch.cat([torch.ones(1, valid), torch.zeros(1, n - valid)], dim=1)
+    lang_mask = example_lang_mask(n, valid_tokens)
     kv = (arch.num_vlm_layers, arch.prefix_len, t.num_key_value_heads, t.head_dim)
     return {
         "vision": (torch.rand(1, 3, *arch.camera_shape, generator=g),),

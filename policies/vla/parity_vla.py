@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omni_vla_policies.parity import snr_db
 from omni_vla_policies.vla.export_vla import build
 from omni_vla_policies.vla.model import step_time
 from omni_vla_policies.vla.runners import BACKENDS, SUFFIX, StageFn, load_stage
@@ -32,13 +33,6 @@ def spec(arch: SmolVLAArch, seed: int = 0, valid_tokens: int | None = None) -> d
             "cameras": arch.cameras, "image_size": arch.vision.image_size, "state_dim": arch.state_dim,
             "action_dim": arch.action_dim, "seed": seed,
             "valid_tokens": arch.tokenizer_max_length * 2 // 3 if valid_tokens is None else valid_tokens}
-
-
-def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
-    if ref.shape != got.shape:
-        raise ValueError(f"shape {got.shape} compared with the reference's {ref.shape}")
-    err = float(np.sum((ref.astype(np.float64) - got.astype(np.float64)) ** 2))
-    return float("inf") if err == 0 else 10.0 * float(np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / err))
 
 
 def chain(stages: dict[str, StageFn], arch: SmolVLAArch, io: dict[str, np.ndarray]) -> np.ndarray:

@@ -21,9 +21,9 @@ import torch.nn.functional as F  # noqa: N812
 from pydantic import BaseModel, ConfigDict
 from torch import Tensor, nn
 
-from omni_vla_policies.vla.model import (LayerNorm, RowMean, VisionLayer, apply_rope, attention, gelu_tanh, mask_bias,
-                                         time_embedding)
-from omni_vla_policies.vla.smolvla_config import VisionArch
+from omni_vla_policies.vla.model import (FinishStage, LayerNorm, RowMean, VisionLayer, apply_rope, attention,
+                                         example_lang_mask, fitted_size, gelu_tanh, mask_bias, time_embedding)
+from omni_vla_policies.vla.smolvla_config import StagedVlaShape, VisionArch
 
 # LeRobot's compute_layer_complete reshapes the joint attention with `1 * 8 * head_dim`: 8 query heads, always.
 GEMMA_HEADS = 8
@@ -42,30 +42,13 @@ class GemmaArch(BaseModel):
     head_dim: int
 
 
-class Pi0Arch(BaseModel):
-    """What shapes the network (read from the checkpoint) plus the deployment's static shapes."""
+class Pi0Arch(StagedVlaShape):
+    """What shapes the network (read from the checkpoint)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     pi05: bool
-    vision: VisionArch
     vlm: GemmaArch
     expert: GemmaArch
     vocab_size: int = 257152
-    chunk_size: int = 50
-    num_steps: int = 10
-    max_state_dim: int = 32
-    max_action_dim: int = 32
-    tokenizer_max_length: int = 48
-    min_period: float = 4e-3
-    max_period: float = 4.0
-    cameras: int = 2
-    state_dim: int = 6
-    action_dim: int = 6
-    camera_hw: tuple[int, int] | None = None
-
-    @property
-    def camera_shape(self) -> tuple[int, int]:
-        return self.camera_hw or (self.vision.image_size, self.vision.image_size)
 
     @property
     def image_tokens(self) -> int:
@@ -354,17 +337,6 @@ class StepStage(nn.Module):
         return x_t + (-1.0 / a.num_steps) * m.action_out_proj(h)
 
 
-class FinishStage(nn.Module):
-    """The denoised chunk -> the robot's action dimensions."""
-
-    def __init__(self, m: Pi0) -> None:
-        super().__init__()
-        self.action_dim = m.arch.action_dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x[:, :, :self.action_dim] * 1.0
-
-
 def stage_modules(m: Pi0) -> dict[str, nn.Module]:
     return {"vision": VisionStage(m).eval(), "prefix": PrefixStage(m).eval(), "step": StepStage(m).eval(),
             "finish": FinishStage(m).eval()}
@@ -374,8 +346,7 @@ def stage_inputs(arch: Pi0Arch, seed: int = 0, valid_tokens: int | None = None) 
     """Example inputs of every stage (fixed shapes): what the exporters trace."""
     g = torch.Generator().manual_seed(seed)
     n = arch.tokenizer_max_length
-    valid = n * 2 // 3 if valid_tokens is None else valid_tokens
-    lang_mask = torch.cat([torch.ones(1, valid), torch.zeros(1, n - valid)], dim=1)
+    lang_mask = example_lang_mask(n, valid_tokens)
     kv = (arch.vlm.depth, arch.prefix_len, arch.vlm.num_kv_heads, arch.vlm.head_dim)
     return {
         "vision": (torch.rand(1, 3, *arch.camera_shape, generator=g),),

@@ -41,16 +41,12 @@ class TextArch(BaseModel):
     rms_norm_eps: float
 
 
-class SmolVLAArch(BaseModel):
-    """SmolVLAConfig fields that shape the network, plus the deployment's static shapes (cameras, state/action dims)."""
+class StagedVlaShape(BaseModel):
+    """What every staged VLA (SmolVLA, pi0 / pi0.5) shares: the flow schedule and chunk, the padded state and action
+    widths, the language length, and the deployment's static shapes (cameras, state / action dims). Defaults are
+    LeRobot's for both."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    vision: VisionArch
-    text: TextArch
-    scale_factor: int
-    num_vlm_layers: int = 16
-    expert_width_multiplier: float = 0.75
-    self_attn_every_n_layers: int = 2
     chunk_size: int = 50
     num_steps: int = 10
     max_state_dim: int = 32
@@ -62,11 +58,22 @@ class SmolVLAArch(BaseModel):
     state_dim: int = 6
     action_dim: int = 6
     camera_hw: tuple[int, int] | None = None  # the cameras' (height, width) when not the encoder's square size
+    vision: VisionArch
 
     @property
     def camera_shape(self) -> tuple[int, int]:
         """What the vision stage takes: the camera's resolution, resized with padding inside the stage."""
         return self.camera_hw or (self.vision.image_size, self.vision.image_size)
+
+
+class SmolVLAArch(StagedVlaShape):
+    """SmolVLAConfig fields that shape the network."""
+
+    text: TextArch
+    scale_factor: int
+    num_vlm_layers: int = 16
+    expert_width_multiplier: float = 0.75
+    self_attn_every_n_layers: int = 2
 
     @property
     def image_tokens(self) -> int:

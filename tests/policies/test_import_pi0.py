@@ -15,23 +15,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from import_cli import import_cli, imported_bundle
 from lerobot_env import PANDA_JOINTS, PI0_CAMERAS, PI0_TASK, lerobot_pi0
 
 from omni_vla.runtime.vla import read_vla_manifest
 from omni_vla_policies.lerobot_pi0 import build_pi0, read_pi0_checkpoint
 from omni_vla_policies.vla.parity_import import compare, open_vla
-from omni_vla_policies.vla.parity_vla import snr_db
+from omni_vla_policies.parity import snr_db
 from omni_vla_policies.vla.pi0_model import sample_actions, stage_modules
 
 pytestmark = pytest.mark.slow
 
 PARITY_DB = 40.0
 JOINTS, GRIPPER = PANDA_JOINTS, PANDA_JOINTS[-1]
-
-
-def import_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "import", "lerobot", *args],
-                          capture_output=True, text=True, timeout=1200)
 
 
 @pytest.fixture(scope="session", params=["pi0", "pi05"])
@@ -41,11 +37,7 @@ def reference(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 @pytest.fixture(scope="session")
 def bundle(reference: Path) -> Path:
-    out = reference.parent / "bundle"
-    res = import_cli(str(reference / "pretrained_model"), "--out", str(out), "--joint-names", ",".join(JOINTS),
-                     "--rate-hz", "10", "--gripper", GRIPPER)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return out
+    return imported_bundle(reference, JOINTS, GRIPPER)
 
 
 def policy_of(reference: Path) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from import_cli import import_cli, imported_bundle
 from lerobot_env import PANDA_JOINTS, SMOLVLA_CAMERAS, SMOLVLA_TASK, lerobot_smolvla
 
 from omni_vla.runtime.vla import read_vla_manifest
@@ -23,11 +24,6 @@ PARITY_DB = 40.0
 TASK, JOINTS, GRIPPER, CAMERAS = SMOLVLA_TASK, PANDA_JOINTS, PANDA_JOINTS[-1], SMOLVLA_CAMERAS
 
 
-def import_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "import", "lerobot", *args],
-                          capture_output=True, text=True, timeout=900)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return lerobot_smolvla(tmp_path_factory.mktemp("smolvla_ckpt"))
@@ -35,11 +31,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def bundle(reference: Path) -> Path:
-    out = reference.parent / "bundle"
-    res = import_cli(str(reference / "pretrained_model"), "--out", str(out), "--joint-names", ",".join(JOINTS),
-                     "--rate-hz", "10", "--gripper", GRIPPER)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return out
+    return imported_bundle(reference, JOINTS, GRIPPER)
 
 
 def test_bundle_states_the_checkpoints_robot_side_and_ships_its_tokenizer(bundle: Path) -> None:

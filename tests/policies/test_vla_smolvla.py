@@ -19,7 +19,8 @@ from omni_vla_policies.vla.bench_vla import STAGES as STAGE_NAMES
 from omni_vla_policies.vla.bench_vla import bench
 from omni_vla_policies.vla.export_vla import build, export_stages
 from omni_vla_policies.vla.model import SmolVLA
-from omni_vla_policies.vla.parity_vla import run, snr_db, spec
+from omni_vla_policies.parity import snr_db
+from omni_vla_policies.vla.parity_vla import run, spec
 from omni_vla_policies.vla.runners import BACKENDS
 from omni_vla_policies.vla.smolvla_config import full, tiny
 

@@ -176,3 +176,84 @@ def test_a_joint_with_less_deceleration_than_acceleration_keeps_the_smaller_both
         for _ in range(60):
             chk(lim.limit([target], None))
     chk.stop(100)
+
+
+SOFT = dict(J2, soft_lower_limit=-1.0, soft_upper_limit=1.0, k_position=20.0)
+
+
+@pytest.mark.parametrize("start", [1.5, -1.5])
+def test_a_stop_at_rest_beyond_a_soft_limit_holds_there(start: float) -> None:
+    """The soft-limit spring shapes motion towards a target; a joint at rest that is told to stop does not move, not
+    even back inside its soft limits."""
+    lim = joint(SOFT, start=start)
+    for _ in range(5):
+        assert lim.stop()[0] == start and not lim.interventions
+
+
+def test_a_stop_from_the_speed_one_tick_of_jerk_can_take_away_lands_at_rest_at_once() -> None:
+    """From v = J dt^2, braking at -J dt: the next command is at rest (a' = -v / dt keeps the jerk), then it holds."""
+    lim = joint(J2, start=0.5)
+    dt, j = lim.dt, lim.jerk[0]
+    lim.v[0], lim.a[0] = j * dt * dt, -j * dt
+    lim.stop()
+    assert lim.v[0] == 0.0 and abs(lim.a[0] + j * dt) < 1e-9
+    lim.stop()
+    assert lim.v[0] == 0.0 and lim.a[0] == 0.0
+
+
+@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (1.5e-9, True)])
+def test_a_jerk_window_beyond_the_acceleration_window_by_rounding_is_not_a_yield(excess: float, reported: bool) -> None:
+    """Bounds that meet within 1e-9 (relative) count as met; beyond that the jerk yields and says so: the jerk limit,
+    the acceleration it came from, no applied value."""
+    lim = joint(J2)
+    dt, j, m = lim.dt, lim.jerk[0], lim.acc[0]
+    a = m + j * dt + excess / dt  # the jerk window [v + a dt - J dt^2, ...] starts `excess` above v + m dt
+    lim.a[0] = a
+    lim.stop()
+    assert lim.interventions == ([("jerk_yielded", 0, j, a, 0.0)] if reported else [])
+
+
+@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (1.0005e-9, True)])
+def test_a_stop_whose_jerk_window_ends_within_rounding_of_the_no_reversal_bound_rides_it(excess: float,
+                                                                                          reported: bool) -> None:
+    """The stop's no-reversal bound (sqrt v' >= sqrt v - dt sqrt(J / 2)) above the jerk window's top by rounding: the
+    command takes the bound, reporting the jerk as yielded only beyond 1e-9 (relative)."""
+    lim = joint(J2, start=0.2)
+    dt, j = lim.dt, lim.jerk[0]
+    v = 0.01
+    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
+    gap = excess * (1.0 + v)
+    lim.v[0], lim.a[0] = v, (bound - gap - v - j * dt * dt) / dt  # the window's top: bound - gap
+    lim.stop()
+    assert [r[0] for r in lim.interventions] == (["jerk_yielded"] if reported else [])
+    assert lim.v[0] == pytest.approx(bound, abs=1e-12)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_proposal_resuming_in_the_middle_of_a_stop_keeps_the_jerk_and_every_state_stoppable(sign: float) -> None:
+    """Moving, stopped for a while (riding the stop's no-reversal bound), then asked to move on the same way: the
+    approach picks up from the bound instead of dropping to rest with an acceleration the jerk cannot undo."""
+    for moving, stopping in ((16, 18), (30, 5), (60, 12), (100, 30), (12, 40)):
+        lim = joint(J2, target_horizon_s=0.05)
+        chk = Check(lim)
+        target = [sign * -1.5]
+        for _ in range(moving):
+            chk(lim.limit(target, None))
+        for _ in range(stopping):
+            chk(lim.stop(), stopping=True)
+        for _ in range(40):
+            chk(lim.limit(target, None))
+        chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_tracking_a_reference_that_runs_past_the_range_end_brakes_onto_the_end(sign: float) -> None:
+    """The reference keeps its velocity beyond the range (its position clamped to the end): only the range's own
+    braking curve stops the joint there, within every limit."""
+    lim = joint(J2, start=sign * 1.0)
+    chk = Check(lim)
+    ref = sign * 1.0
+    for _ in range(1500):
+        ref += sign * 1.5 * lim.dt
+        chk(lim.track([ref], [sign * 1.5], None))
+    assert lim.q[0] == pytest.approx(sign * lim.hi[0], abs=1e-6) and lim.v[0] == 0.0

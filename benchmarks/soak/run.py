@@ -1,0 +1,260 @@
+"""Does the launched graph hold over time: the real ROS 2 launch system (../shared/ros2_launch) runs sim.launch.py
+from a colcon install space (a bundle of your choice), a probe gives the policy its instruction, and for `--minutes`
+every process of the launch is sampled from /proc (RSS, open file descriptors) while both nodes' /diagnostics are
+read; per window of `--window-s`: tick lateness (the worst p99 either node reported), missed ticks, starved ticks,
+holds, the supervisor's clamps, RSS and fds per process.
+
+    python benchmarks/soak/run.py --minutes 60 [--bundle DIR --backend mnn] [--install DIR] --out FILE
+
+Prints JSON: the windows, and a summary against the goals (RSS growth per hour per process from a least-squares
+line over the samples after the first window, fd growth, p99 lateness of each window over the first's, missed
+ticks, clamps). One episode runs throughout: the policy keeps acting after its task is done or failed.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_LAUNCH = REPO / ".." / "shared" / "ros2_launch" / "run_launch.py"
+SAMPLE_S = 5.0
+NODES = ("sim_node", "vla_node", "safety_supervisor")
+
+
+def _shutdown_module() -> Any:
+    """The shutdown benchmark's install-space build and process census (benchmarks/shutdown/run.py)."""
+    spec = importlib.util.spec_from_file_location("shutdown_bench", REPO / "benchmarks" / "shutdown" / "run.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def proc_sample(pid: int) -> tuple[float, int] | None:
+    """(RSS in MiB, open fds) of a live process; None once gone."""
+    try:
+        rss = next(int(ln.split()[1]) for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if ln.startswith("VmRSS:"))
+        return rss / 1024.0, len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, StopIteration):
+        return None
+
+
+class Diagnostics:
+    """The probe's view of the graph: the latest /diagnostics key/values of each node, and the policy's instruction."""
+
+    def __init__(self, domain: int, instruction: str) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import String
+
+        self.ctx = Context()
+        rclpy.init(context=self.ctx, domain_id=domain)
+        self.node = rclpy.create_node(f"soak_probe_{os.getpid()}", context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.lock = threading.Lock()
+        self.latest: dict[str, dict[str, str]] = {}
+        self.p99_max: dict[str, float] = {}
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=instruction))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _on_diag(self, msg: Any) -> None:
+        with self.lock:
+            for st in msg.status:
+                node = "vla_node" if st.name.startswith("vla_node") else st.name
+                values = {kv.key: kv.value for kv in st.values}
+                self.latest[node] = values
+                try:
+                    p99 = float(values.get("tick_lateness_p99_ms", "nan"))
+                except ValueError:
+                    continue
+                if p99 == p99:
+                    self.p99_max[node] = max(self.p99_max.get(node, 0.0), p99)
+
+    def take_window(self) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
+        """The latest values and the worst p99 lateness each node reported since the last call."""
+        with self.lock:
+            latest, p99 = {k: dict(v) for k, v in self.latest.items()}, dict(self.p99_max)
+            self.p99_max.clear()
+        return latest, p99
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.ctx.ok():
+            self.ex.spin_once(timeout_sec=0.05)
+
+    def close(self) -> None:
+        import rclpy
+
+        self._stop.set()
+        self._thread.join(5)
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+
+def _int(values: dict[str, str], key: str) -> int:
+    try:
+        return int(float(values.get(key, "0")))
+    except ValueError:
+        return 0
+
+
+def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, float],
+                  procs: dict[str, list[tuple[float, float, int]]], since: float) -> dict[str, Any]:
+    vla, sup = latest.get("vla_node", {}), latest.get("safety_supervisor", {})
+    return {"t_end_s": round(t, 1),
+            "p99_lateness_ms": {n: round(v, 4) for n, v in p99.items()},
+            "vla": {k: _int(vla, k) for k in ("missed_ticks", "overruns", "starved_ticks", "holds", "commands",
+                                               "worker_restarts", "clock_jumps_back")},
+            "vla_state": vla.get("state", ""),
+            "supervisor": {"missed_ticks": _int(sup, "missed_ticks"), "clamps_total": _int(sup, "clamps_total"),
+                           "shaping_total": _int(sup, "shaping_total"), "ticks": _int(sup, "ticks")},
+            "supervisor_state": sup.get("state", ""),
+            "rss_mib": {n: round(s[-1][1], 2) for n, s in procs.items() if s and s[-1][0] > since},
+            "fds": {n: s[-1][2] for n, s in procs.items() if s and s[-1][0] > since}}
+
+
+def slope_per_hour(samples: list[tuple[float, float, int]], index: int, after: float) -> float | None:
+    """Least-squares growth per hour of sample field `index` over the samples after `after` seconds."""
+    pts = [(s[0], float(s[index])) for s in samples if s[0] >= after]
+    if len(pts) < 3:
+        return None
+    n = len(pts)
+    mt, mv = sum(t for t, _ in pts) / n, sum(v for _, v in pts) / n
+    den = sum((t - mt) ** 2 for t, _ in pts)
+    return None if den == 0 else round(3600.0 * sum((t - mt) * (v - mv) for t, v in pts) / den, 3)
+
+
+def summarise(windows: list[dict[str, Any]], procs: dict[str, list[tuple[float, float, int]]],
+              window_s: float) -> dict[str, Any]:
+    first = windows[0]["p99_lateness_ms"] if windows else {}
+    ratio = {n: round(max(w["p99_lateness_ms"].get(n, 0.0) for w in windows) / first[n], 3)
+             for n in first if first[n] > 0}
+    last = windows[-1] if windows else {}
+    return {
+        "windows": len(windows),
+        "rss_growth_mib_per_h": {n: slope_per_hour(s, 1, window_s) for n, s in procs.items()},
+        "fd_growth": {n: (s[-1][2] - s[0][2]) if s else None for n, s in procs.items()},
+        "fd_growth_after_first_window": {n: (s[-1][2] - next((x[2] for x in s if x[0] >= window_s), s[-1][2]))
+                                         for n, s in procs.items() if s},
+        "p99_lateness_worst_window_over_first": ratio,
+        "vla_missed_ticks": last.get("vla", {}).get("missed_ticks"),
+        "supervisor_missed_ticks": last.get("supervisor", {}).get("missed_ticks"),
+        "supervisor_clamps_total": last.get("supervisor", {}).get("clamps_total"),
+        "vla_starved_ticks": last.get("vla", {}).get("starved_ticks"),
+        "vla_worker_restarts": last.get("vla", {}).get("worker_restarts"),
+    }
+
+
+def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_args: list[str],
+         instruction: str) -> dict[str, Any]:
+    shutdown = _shutdown_module()
+    site = next(install.glob("lib/python3*/site-packages"))
+    domain = random.randint(101, 230)
+    env = {**os.environ, "AMENT_PREFIX_PATH": str(install), "PYTHONPATH": str(site), "ROS_DOMAIN_ID": str(domain),
+           "PYTHONUNBUFFERED": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    launch_file = install / "share" / "omni_vla" / "launch" / "sim.launch.py"
+    proc = subprocess.Popen([sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file), *launch_args], cwd=workdir,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    diags = Diagnostics(domain, instruction)
+    procs: dict[str, list[tuple[float, float, int]]] = {}
+    windows: list[dict[str, Any]] = []
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < 60.0 and "vla_node" not in diags.latest:
+            time.sleep(0.5)
+        t0 = time.monotonic()  # the soak's clock starts with the graph up
+        diags.take_window()
+        next_window = window_s
+        while (t := time.monotonic() - t0) < 60.0 * minutes and proc.poll() is None:
+            started = {m.group(1): int(m.group(2)) for ln in list(lines) if (m := shutdown.STARTED.search(ln))}
+            names = {pid: name for name, pid in started.items()}
+            for name, pid in shutdown.session_processes(proc.pid, names).items():
+                s = proc_sample(pid)
+                if s is not None:
+                    procs.setdefault(name, []).append((round(t, 1), *s))
+            if t >= next_window:
+                latest, p99 = diags.take_window()
+                windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5))
+                print(json.dumps(windows[-1]), file=sys.stderr)
+                next_window += window_s
+            time.sleep(SAMPLE_S)
+        if len(windows) == 0 or windows[-1]["t_end_s"] < time.monotonic() - t0 - window_s / 2:
+            latest, p99 = diags.take_window()
+            windows.append(window_record(time.monotonic() - t0, latest, p99, procs, 0.0))
+    finally:
+        diags.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        reader.join(5)
+    out = "".join(lines)
+    return {"minutes": minutes, "window_s": window_s, "launch_args": launch_args, "sample_s": SAMPLE_S,
+            "graph_exited_early": proc.returncode is not None and time.monotonic() - t0 < 60.0 * minutes,
+            "traceback": "Traceback" in out, "summary": summarise(windows, procs, window_s), "windows": windows,
+            "samples": {n: s for n, s in procs.items()}, "log_tail": out[-3000:]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=60.0, help="how long the graph runs (from when it is up)")
+    ap.add_argument("--window-s", type=float, default=600.0, help="the reporting window (s)")
+    ap.add_argument("--bundle", type=Path, help="bundle_dir for vla_node (default: the launch file's)")
+    ap.add_argument("--backend", help="vla_node's backend (default: the launch file's)")
+    ap.add_argument("--instruction", default="pick up the red cube")
+    ap.add_argument("--install", type=Path, help="colcon install space (install/omni_vla); default: build one")
+    ap.add_argument("--out", type=Path, help="also write the JSON here")
+    args = ap.parse_args(argv)
+    if args.minutes <= 0 or args.window_s < 2 * SAMPLE_S:
+        print(f"--minutes {args.minutes} / --window-s {args.window_s}: expected minutes > 0 and a window of at least "
+              f"{2 * SAMPLE_S:g} s", file=sys.stderr)
+        return 2
+    if not RUN_LAUNCH.is_file():
+        print(f"no real ROS 2 launch system at {RUN_LAUNCH.resolve()}", file=sys.stderr)
+        return 2
+    launch_args = ([f"bundle_dir:={args.bundle.resolve()}"] if args.bundle else []) + \
+        ([f"backend:={args.backend}"] if args.backend else [])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with tempfile.TemporaryDirectory(prefix="soak_bench_") as tmp:
+        install = args.install.resolve() if args.install else _shutdown_module().build_install(Path(tmp) / "ws")
+        workdir = Path(tmp) / "elsewhere"
+        workdir.mkdir()
+        report = soak(install, workdir, args.minutes, args.window_s, launch_args, args.instruction)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    report.update(commit=commit.stdout.strip(), cpus=os.cpu_count())
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(json.dumps(report["summary"], indent=1))
+    return 0 if not report["graph_exited_early"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

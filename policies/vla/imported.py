@@ -1,0 +1,78 @@
+"""What every staged VLA imported from a LeRobot checkpoint (SmolVLA, pi0, pi0.5) puts in its bundle the same way:
+the robot-side manifest fields, and the export -> tokenizer -> manifest -> measured parity sequence that writes it.
+
+The model-specific importers (policies/lerobot_smolvla.py, policies/lerobot_pi0.py) read their checkpoint and
+say what differs: the policy name, the source record, the language block.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from torch import nn
+
+from omni_vla.backends import ARTIFACT_FORMATS, ROBOT_BACKENDS, SUFFIX_OF
+from omni_vla.runtime.bundle import artifact_spec, write_json_atomic
+from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
+from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
+from omni_vla.tools.outputs import native_stdout_silenced
+from omni_vla_policies.converters import versions
+from omni_vla_policies.lerobot_checkpoint import Affine, new_bundle_dir
+from omni_vla_policies.vla.bundle_vla import stage_specs
+from omni_vla_policies.vla.export_vla import export_stages
+from omni_vla_policies.vla.parity_import import self_parity
+
+
+def floats(a: Any) -> list[float]:
+    return [float(v) for v in np.asarray(a, np.float32).reshape(-1)]
+
+
+def vla_manifest(*, policy: str, source: dict, arch: Any, cameras: list[str], tmp: Path, joint_names: list[str],
+                 rate_hz: float, gripper: str | None, backends: tuple[str, ...], execute_steps: int, state: Affine,
+                 action: Affine, language: dict) -> VLAManifest:
+    """The manifest of an imported staged VLA: its stages' artifacts in `tmp`, the robot's joints (metres for the
+    gripper), the checkpoint's normalisation and the flow schedule."""
+    h, w = arch.camera_shape
+    units = ["m" if n == gripper else "rad" for n in joint_names]
+    stages = {stage: {"inputs": ins, "outputs": outs,
+                      "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX_OF[b]}").model_dump() for b in backends}}
+              for stage, (ins, outs) in stage_specs(arch).items()}
+    return VLAManifest.model_validate({
+        "format": CHUNK_FORMAT, "kind": VLA_KIND, "policy": policy,
+        "source": {**source, "architecture": arch.model_dump(mode="json")},
+        "control_rate_hz": rate_hz,
+        "cameras": [{"name": c, "height": h, "width": w} for c in cameras],
+        "state": {"joint_names": joint_names, "units": units},
+        "action": {"joint_names": joint_names, "units": units, "space": "absolute", "chunk_length": arch.chunk_size,
+                   "execute_steps": execute_steps, "gripper": gripper},
+        "normalization": {"state": {"subtract": floats(state.subtract), "divide": floats(state.divide)},
+                          "action": {"subtract": floats(action.subtract), "divide": floats(action.divide)}},
+        "language": {"max_tokens": arch.tokenizer_max_length,
+                     "tokenizer_file": artifact_spec(tmp, "tokenizer.json").model_dump(), **language},
+        "flow": {"num_steps": arch.num_steps, "padded_state_dim": arch.max_state_dim,
+                 "padded_action_dim": arch.max_action_dim, "max_prefix": arch.chunk_size - 1},
+        "stages": stages, "versions": versions(),
+    })
+
+
+def write_imported_bundle(model: nn.Module, out: Path, tokenizer: Path, backends: tuple[str, ...],
+                          manifest_for: Callable[[Path, tuple[str, ...]], VLAManifest], int8: bool = False,
+                          source_extra: dict | None = None) -> VLAManifest:
+    """Export every stage of `model` for `backends` (MNN converts from ONNX, so the .onnx is listed too), ship the
+    tokenizer, write the manifest, then measure each robot runtime's chunk against the eager fp32 model on one
+    observation and record it (source.parity_db): `out` appears only when all of that succeeded."""
+    listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))
+    with new_bundle_dir(out) as tmp:
+        export_stages(model, tmp, backends=tuple(b for b in ARTIFACT_FORMATS if b in listed), log=lambda _s: None,
+                      int8=int8)
+        shutil.copyfile(tokenizer, tmp / "tokenizer.json")
+        manifest = manifest_for(tmp, listed)
+        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
+        with native_stdout_silenced():  # MNN prints to fd 1
+            parity = self_parity(tmp, model, tuple(b for b in backends if b in ROBOT_BACKENDS))
+        manifest = manifest.model_copy(update={"source": {**manifest.source, "parity_db": parity,
+                                                          **(source_extra or {})}})
+        write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
+    return manifest
