@@ -43,8 +43,12 @@ class Check:
         assert abs(v) <= lim.vmax[0] + 1e-9 and abs(a) <= self.m + 1e-6 and abs(j) <= lim.jerk[0] + 1e-3, (v, a, j)
         if stopping:
             assert v * self.v >= 0.0, (self.v, v)
+        if v * a > 0.0:  # speeding up: the acceleration still has to ramp away, and the velocity still rises meanwhile
+            rise = max(0.0, abs(a) - 0.5 * lim.jerk[0] * dt) ** 2 / (2.0 * lim.jerk[0])
+            assert abs(v) + rise <= lim.vmax[0] + 1e-9, (v, a)
         if v == 0.0:
-            assert abs(a) <= lim.jerk[0] * dt + 1e-6, a
+            # A stop lands at rest holdable; a reversal asked for passes through rest, heading where a points.
+            assert not stopping or abs(a) <= lim.jerk[0] * dt + 1e-6, a
         else:
             brake = min(0.0, (1.0 if v > 0 else -1.0) * a + 0.5 * lim.jerk[0] * dt)
             assert abs(v) >= brake * brake / (2 * lim.jerk[0]) - 1e-9, (v, a)
@@ -126,13 +130,16 @@ def test_approaching_a_target_at_1khz_never_passes_it(sign: float) -> None:
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_reaching_the_velocity_limit_at_1khz_ramps_the_acceleration_away_before_it(sign: float) -> None:
-    fields = dict(J2, max_velocity=0.3)
+@pytest.mark.parametrize("vmax", [0.3, 0.2, 0.2822])
+def test_reaching_the_velocity_limit_at_1khz_ramps_the_acceleration_away_before_it(sign: float, vmax: float) -> None:
+    """Every tick on the way the velocity still to come while the acceleration ramps to zero fits under the limit
+    (the checker's speeding-up rule); the limits differ in where the last ticks fall on that ramp."""
+    fields = dict(J2, max_velocity=vmax)
     lim = joint(fields, target_horizon_s=0.0)
     chk = Check(lim)
     for _ in range(250):
         chk(lim.limit([sign * 1.7], None))
-    assert lim.v[0] == pytest.approx(sign * 0.3, rel=1e-9)
+    assert lim.v[0] == pytest.approx(sign * vmax, rel=1e-9)
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -213,7 +220,7 @@ def test_a_jerk_window_beyond_the_acceleration_window_by_rounding_is_not_a_yield
     assert lim.interventions == ([("jerk_yielded", 0, j, a, 0.0)] if reported else [])
 
 
-@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (1.0005e-9, True)])
+@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (0.99e-9, False), (1.0005e-9, True)])
 def test_a_stop_whose_jerk_window_ends_within_rounding_of_the_no_reversal_bound_rides_it(excess: float,
                                                                                           reported: bool) -> None:
     """The stop's no-reversal bound (sqrt v' >= sqrt v - dt sqrt(J / 2)) above the jerk window's top by rounding: the
@@ -257,3 +264,65 @@ def test_tracking_a_reference_that_runs_past_the_range_end_brakes_onto_the_end(s
         ref += sign * 1.5 * lim.dt
         chk(lim.track([ref], [sign * 1.5], None))
     assert lim.q[0] == pytest.approx(sign * lim.hi[0], abs=1e-6) and lim.v[0] == 0.0
+
+
+def moving_with(lim: CommandLimiter, v: float, a: float) -> Check:
+    """A joint set moving at v with acceleration a, and a checker that knows it."""
+    lim.v[0], lim.a[0] = v, a
+    chk = Check(lim)
+    chk.v, chk.a = v, a
+    return chk
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_joint_braking_too_hard_to_stop_moving_forward_reverses_and_then_stops_cleanly(sign: float) -> None:
+    """Set braking so hard that every forward velocity the jerk allows lies below the no-reversal bound: only the
+    reversing side is left, and the approach of a target ahead takes it (to rest, then back), never a forward velocity
+    from which no stop exists. A stop that follows keeps every limit."""
+    lim = joint(J2, start=0.2)
+    dt, j = lim.dt, lim.jerk[0]
+    v = 0.005
+    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
+    a = (0.5 * bound - v - j * dt * dt) / dt  # the jerk window's top: half the bound
+    chk = moving_with(lim, sign * v, sign * a)
+    lim.limit([sign * 1.0 + 0.2], None)
+    assert sign * lim.v[0] <= 0.0
+    chk.q, chk.v, chk.a = lim.q[0], lim.v[0], lim.a[0]
+    chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("asked, forward", [(0.0, False), (0.4, False), (0.6, True), (3.0, True)])
+def test_between_rest_and_the_no_reversal_bound_the_side_nearer_what_is_asked_is_taken(sign: float, asked: float,
+                                                                                        forward: bool) -> None:
+    """Slowing down (v = 0.004, a = -2 at 1 kHz), both rest-and-back and staying above the bound are within the jerk;
+    between them no velocity can stop without reversing. A target asking for less than half the bound turns back,
+    more goes on; either way the stop after it keeps every limit."""
+    lim = joint(J2, start=0.2)
+    dt, j = lim.dt, lim.jerk[0]
+    v = 0.004
+    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
+    chk = moving_with(lim, sign * v, sign * -2.0)
+    out = lim.limit([0.2 + sign * asked * bound * dt], None)
+    chk(out)
+    assert (sign * lim.v[0] >= bound) if forward else (sign * lim.v[0] <= 0.0), (lim.v[0], bound)
+    chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("below, rides", [(2.99, True), (4.0, False)])
+def test_a_target_approach_rides_the_no_reversal_bound_where_the_jerk_window_ends_on_it(sign: float, below: float,
+                                                                                         rides: bool) -> None:
+    """The jerk window's top within 3e-12 (relative) below the bound counts as on it: the command rides the bound
+    (stoppable, as a stop does) instead of turning back; further below, only the reversing side is left."""
+    lim = joint(J2, start=0.2)
+    dt, j = lim.dt, lim.jerk[0]
+    v = 0.01
+    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
+    top = bound + 1e-12 * (1.0 + v) - below * 1e-12 * (1.0 + v)
+    moving_with(lim, sign * v, sign * (top - v - j * dt * dt) / dt)
+    lim.limit([sign * 1.5], None)
+    if rides:
+        assert sign * lim.v[0] == pytest.approx(bound, abs=1e-11)
+    else:
+        assert sign * lim.v[0] <= 0.0
