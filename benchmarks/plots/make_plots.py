@@ -254,6 +254,31 @@ def plot_shutdown(d: dict, out: Path) -> None:
     _save(fig, out)
 
 
+def plot_soak(d: dict, out: Path) -> None:
+    """RSS of every process of the launched graph over the soak, and each window's worst p99 tick lateness per node
+    (benchmarks/soak)."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    growth = d["summary"]["rss_growth_mib_per_h"]
+    for name, samples in sorted(d["samples"].items()):
+        g = growth.get(name)
+        axes[0].plot([s[0] / 60.0 for s in samples], [s[1] for s in samples],
+                     label=f"{name} ({'-' if g is None else f'{g:+.2f}'} MiB/h)")
+    axes[0].set_xlabel("minutes since the graph was up")
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[0].legend(fontsize=7)
+    for node in ("vla_node", "safety_supervisor"):
+        pts = [(w["t_end_s"] / 60.0, w["p99_lateness_ms"][node]) for w in d["windows"] if node in w["p99_lateness_ms"]]
+        axes[1].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=node)
+    axes[1].set_xlabel("end of window (minutes)")
+    axes[1].set_ylabel("worst p99 tick lateness reported in the window (ms)")
+    axes[1].legend(fontsize=8)
+    s = d["summary"]
+    fig.suptitle(f"benchmarks/soak/run.py --minutes {d['minutes']:g}: missed ticks vla {s['vla_missed_ticks']}, "
+                 f"supervisor {s['supervisor_missed_ticks']}; clamps {s['supervisor_clamps_total']}; "
+                 f"fd growth {max(s['fd_growth'].values(), default=0)}", fontsize=9)
+    _save(fig, out)
+
+
 def plot_fuzz(d: dict, out: Path) -> None:
     rows = d["fuzz"]
     robots = list(dict.fromkeys(r["robot"] for r in rows))
