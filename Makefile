@@ -10,7 +10,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup system-deps demo test bench text-encoder clean robot-requirements venv312 test-py312
+.PHONY: setup system-deps demo test bench text-encoder clean robot-requirements venv312 test-py312 aarch64
 
 # EGL/Mesa: headless MuJoCo rendering. FFmpeg's shared libraries (Debian 12 names): torchcodec, LeRobot's video
 # decoder in its own test venv (tests/support/lerobot_env.py), links against them.
@@ -102,3 +102,8 @@ test-py312: venv312
 	@if [ -x "$(PY312)" ]; then \
 	  $(VENV312)/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" $(NOT_312) $(ROBOT_TESTS_312) && \
 	  $(VENV312)/bin/python -m pytest -q -p no:cacheprovider -m serial $(NOT_312) $(ROBOT_TESTS_312); fi
+
+# The robot path on aarch64 under emulation (qemu-user, an arm64 Debian root, the runtimes' aarch64 wheels): parity of
+# the shipped bundle and the ROS-free robot-path tests (benchmarks/aarch64/README.md). Needs root; not part of `test`.
+aarch64: setup
+	@bash benchmarks/aarch64/run.sh

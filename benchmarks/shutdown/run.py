@@ -146,23 +146,50 @@ class Burners:
             p.wait()
 
 
-class Probe:
-    """A ROS node on the launch's domain, spun in its own thread: gives the policy its instruction, notes when safe
-    commands follow proposals, and records every safe command (arrival time, values) through the stop."""
+class ProbeNode:
+    """A ROS node on the launch's domain, spun in its own thread until `close` (subclasses subscribe in __init__, then
+    call `start`)."""
 
-    def __init__(self, domain: int) -> None:
+    def __init__(self, domain: int, name: str) -> None:
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
+
+        self.ctx = Context()
+        rclpy.init(context=self.ctx, domain_id=domain)
+        self.node = rclpy.create_node(f"{name}_{os.getpid()}", context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.ctx.ok():
+            self.ex.spin_once(timeout_sec=0.01)
+
+    def close(self) -> None:
+        import rclpy
+
+        self._stop.set()
+        self._thread.join(5)
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
+
+
+class Probe(ProbeNode):
+    """Gives the policy its instruction, notes when safe commands follow proposals, and records every safe command
+    (arrival time, values) through the stop."""
+
+    def __init__(self, domain: int) -> None:
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Float64MultiArray, String
         from trajectory_msgs.msg import JointTrajectory
 
-        self.ctx = Context()
-        rclpy.init(context=self.ctx, domain_id=domain)
-        self.node = rclpy.create_node(f"shutdown_probe_{os.getpid()}", context=self.ctx)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
+        super().__init__(domain, "shutdown_probe")
         self.t0 = time.monotonic()
         self.seen: dict[str, float] = {}
         self.commands: list[tuple[float, list[float]]] = []
@@ -173,9 +200,7 @@ class Probe:
                                       lambda m: self.seen.setdefault("proposed", time.monotonic() - self.t0), reliable)
         self.node.create_subscription(Float64MultiArray, SAFE_TOPIC, self._on_safe, reliable)
         self.node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=INSTRUCTION))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self.start()
 
     def _on_safe(self, msg: Any) -> None:
         now = time.monotonic()
@@ -183,25 +208,12 @@ class Probe:
         if "proposed" in self.seen:
             self.seen.setdefault("safe_after_proposal", now - self.t0)
 
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self.ctx.ok():
-            self.ex.spin_once(timeout_sec=0.01)
-
     def wait_until_up(self, proc: subprocess.Popen, budget_s: float) -> bool:
         """Safe commands after the policy's proposals within `budget_s`, then a second of motion."""
         while time.monotonic() - self.t0 < budget_s and proc.poll() is None and "safe_after_proposal" not in self.seen:
             time.sleep(0.02)
         time.sleep(1.0)
         return "safe_after_proposal" in self.seen
-
-    def close(self) -> None:
-        import rclpy
-
-        self._stop.set()
-        self._thread.join(5)
-        self.ex.shutdown()
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.ctx)
 
 
 def last_commands(commands: list[tuple[float, list[float]]], t_sig: float) -> dict[str, Any]:
@@ -227,14 +239,20 @@ def _stacks(pid: int) -> str:
     return "\n".join(ln for ln in out.stdout.splitlines() if ln.startswith(("#", "Thread")))[-12000:]
 
 
-def run_once(install: Path, stop: str, workdir: Path, diagnose: bool = False) -> dict[str, Any]:
-    """Launch sim.launch.py, wait for the graph, stop it as `stop` says; what every process did and when."""
+def launch_env(install: Path) -> tuple[dict[str, str], int, Path]:
+    """The environment a shell with the install space sourced gives `ros2 launch` (on a fresh domain), the domain,
+    and sim.launch.py in the install space."""
     site = next(install.glob("lib/python3*/site-packages"))
     domain = random.randint(101, 230)
     env = {**os.environ, "AMENT_PREFIX_PATH": str(install), "PYTHONPATH": str(site), "ROS_DOMAIN_ID": str(domain),
            "PYTHONUNBUFFERED": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    launch_file = install / "share" / "omni_vla" / "launch" / "sim.launch.py"
+    return env, domain, install / "share" / "omni_vla" / "launch" / "sim.launch.py"
+
+
+def run_once(install: Path, stop: str, workdir: Path, diagnose: bool = False) -> dict[str, Any]:
+    """Launch sim.launch.py, wait for the graph, stop it as `stop` says; what every process did and when."""
+    env, domain, launch_file = launch_env(install)
     cmd = [sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file)]
     if stop == "launch":
         cmd = [sys.executable, "-c", NONINTERACTIVE, str(RUN_LAUNCH.resolve().parent / "site"), str(launch_file)]

@@ -16,7 +16,6 @@ import argparse
 import importlib.util
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -50,31 +49,25 @@ def proc_sample(pid: int) -> tuple[float, int] | None:
         return None
 
 
-class Diagnostics:
+SHUTDOWN = _shutdown_module()
+
+
+class Diagnostics(SHUTDOWN.ProbeNode):  # type: ignore[name-defined,misc]
     """The probe's view of the graph: the latest /diagnostics key/values of each node, and the policy's instruction."""
 
     def __init__(self, domain: int, instruction: str) -> None:
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
 
-        self.ctx = Context()
-        rclpy.init(context=self.ctx, domain_id=domain)
-        self.node = rclpy.create_node(f"soak_probe_{os.getpid()}", context=self.ctx)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.ex.add_node(self.node)
+        super().__init__(domain, "soak_probe")
         self.lock = threading.Lock()
         self.latest: dict[str, dict[str, str]] = {}
         self.p99_max: dict[str, float] = {}
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=instruction))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self.start()
 
     def _on_diag(self, msg: Any) -> None:
         with self.lock:
@@ -95,19 +88,6 @@ class Diagnostics:
             latest, p99 = {k: dict(v) for k, v in self.latest.items()}, dict(self.p99_max)
             self.p99_max.clear()
         return latest, p99
-
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self.ctx.ok():
-            self.ex.spin_once(timeout_sec=0.05)
-
-    def close(self) -> None:
-        import rclpy
-
-        self._stop.set()
-        self._thread.join(5)
-        self.ex.shutdown()
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.ctx)
 
 
 def _int(values: dict[str, str], key: str) -> int:
@@ -166,13 +146,8 @@ def summarise(windows: list[dict[str, Any]], procs: dict[str, list[tuple[float, 
 
 def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_args: list[str],
          instruction: str) -> dict[str, Any]:
-    shutdown = _shutdown_module()
-    site = next(install.glob("lib/python3*/site-packages"))
-    domain = random.randint(101, 230)
-    env = {**os.environ, "AMENT_PREFIX_PATH": str(install), "PYTHONPATH": str(site), "ROS_DOMAIN_ID": str(domain),
-           "PYTHONUNBUFFERED": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-    launch_file = install / "share" / "omni_vla" / "launch" / "sim.launch.py"
+    shutdown = SHUTDOWN
+    env, domain, launch_file = shutdown.launch_env(install)
     proc = subprocess.Popen([sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file), *launch_args], cwd=workdir,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: list[str] = []
@@ -242,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         ([f"backend:={args.backend}"] if args.backend else [])
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="soak_bench_") as tmp:
-        install = args.install.resolve() if args.install else _shutdown_module().build_install(Path(tmp) / "ws")
+        install = args.install.resolve() if args.install else SHUTDOWN.build_install(Path(tmp) / "ws")
         workdir = Path(tmp) / "elsewhere"
         workdir.mkdir()
         report = soak(install, workdir, args.minutes, args.window_s, launch_args, args.instruction)
