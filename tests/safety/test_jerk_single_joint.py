@@ -208,19 +208,22 @@ def test_a_stop_from_the_speed_one_tick_of_jerk_can_take_away_lands_at_rest_at_o
     assert lim.v[0] == 0.0 and lim.a[0] == 0.0
 
 
-@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (1.5e-9, True)])
-def test_a_jerk_window_beyond_the_acceleration_window_by_rounding_is_not_a_yield(excess: float, reported: bool) -> None:
-    """Bounds that meet within 1e-9 (relative) count as met; beyond that the jerk yields and says so: the jerk limit,
-    the acceleration it came from, no applied value."""
+@pytest.mark.parametrize("v", [0.0, 0.5])
+@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (1.0005e-9, True), (1.5e-9, True)])
+def test_a_jerk_window_beyond_the_acceleration_window_by_rounding_is_not_a_yield(v: float, excess: float,
+                                                                                 reported: bool) -> None:
+    """Bounds that meet within 1e-9 (relative to 1 + |v|) count as met; beyond that the jerk yields and says so: the
+    jerk limit, the acceleration it came from, no applied value."""
     lim = joint(J2)
     dt, j, m = lim.dt, lim.jerk[0], lim.acc[0]
-    a = m + j * dt + excess / dt  # the jerk window [v + a dt - J dt^2, ...] starts `excess` above v + m dt
-    lim.a[0] = a
+    a = m + j * dt + excess * (1.0 + v) / dt  # the jerk window [v + a dt - J dt^2, ...] starts above v + m dt
+    lim.v[0], lim.a[0] = v, a
     lim.stop()
     assert lim.interventions == ([("jerk_yielded", 0, j, a, 0.0)] if reported else [])
 
 
-@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (0.99e-9, False), (1.0005e-9, True)])
+@pytest.mark.parametrize("excess, reported", [(0.5e-9, False), (0.99e-9, False), (0.9995e-9, False),
+                                               (1.0005e-9, True)])
 def test_a_stop_whose_jerk_window_ends_within_rounding_of_the_no_reversal_bound_rides_it(excess: float,
                                                                                           reported: bool) -> None:
     """The stop's no-reversal bound (sqrt v' >= sqrt v - dt sqrt(J / 2)) above the jerk window's top by rounding: the
@@ -231,8 +234,9 @@ def test_a_stop_whose_jerk_window_ends_within_rounding_of_the_no_reversal_bound_
     bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
     gap = excess * (1.0 + v)
     lim.v[0], lim.a[0] = v, (bound - gap - v - j * dt * dt) / dt  # the window's top: bound - gap
+    a = lim.a[0]
     lim.stop()
-    assert [r[0] for r in lim.interventions] == (["jerk_yielded"] if reported else [])
+    assert lim.interventions == ([("jerk_yielded", 0, j, a, 0.0)] if reported else [])
     assert lim.v[0] == pytest.approx(bound, abs=1e-12)
 
 
@@ -326,3 +330,44 @@ def test_a_target_approach_rides_the_no_reversal_bound_where_the_jerk_window_end
         assert sign * lim.v[0] == pytest.approx(bound, abs=1e-11)
     else:
         assert sign * lim.v[0] <= 0.0
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_joint_already_reversing_within_its_jerk_window_keeps_going_back(sign: float) -> None:
+    """Braking so hard (set by hand) that the whole jerk window lies below rest: the command stays in it, turning
+    back at once, rather than being held at rest with a jerk beyond the limit."""
+    lim = joint(J2, start=0.2)
+    chk = moving_with(lim, sign * 0.004, sign * -9.0)
+    chk(lim.limit([0.2 + sign * 1.0], None))
+    assert sign * lim.v[0] < 0.0
+    chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("vmax", [0.3, 0.2, 0.2822, 1.0])
+def test_speeding_up_to_the_velocity_limit_always_presses_some_limit(sign: float, vmax: float) -> None:
+    """Time-optimal at every tick: until at the velocity limit, each command is on the acceleration limit, the jerk
+    limit, or the velocity the stop of the acceleration still peaks at (v + (a - J dt / 2)^2 / 2J = vmax). A bound
+    tighter than these would reach the limit later."""
+    lim = joint(dict(J2, max_velocity=vmax), target_horizon_s=0.0)
+    dt, j, m = lim.dt, lim.jerk[0], lim.acc[0]
+    v = a = 0.0
+    for _ in range(400):
+        lim.limit([sign * 1.7], None)
+        v_new, a_new = sign * lim.v[0], sign * lim.a[0]
+        rise = max(0.0, a_new - 0.5 * j * dt) ** 2 / (2.0 * j)
+        pressed = (a_new >= m - 1e-6, a_new - a >= j * dt - 1e-6, v_new + rise >= vmax - 1e-9, a_new - a <= -j * dt + 1e-6)
+        assert v_new >= vmax - 1e-12 or any(pressed), (v, a, v_new, a_new)
+        v, a = v_new, a_new
+    assert v == pytest.approx(vmax, rel=1e-9)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_within_half_a_jerk_step_of_the_velocity_limit_the_next_command_is_at_it(sign: float) -> None:
+    """Less than J dt^2 / 2 below the limit, the acceleration can ramp to zero within the period: the command goes to
+    the limit itself, not ever closer to it."""
+    lim = joint(dict(J2, max_velocity=0.3), target_horizon_s=0.0)
+    dt, j = lim.dt, lim.jerk[0]
+    moving_with(lim, sign * (0.3 - 0.45 * j * dt * dt), sign * 0.45 * j * dt)
+    lim.limit([sign * 1.7], None)
+    assert lim.v[0] == pytest.approx(sign * 0.3, abs=1e-12)
