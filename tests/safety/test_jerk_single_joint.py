@@ -371,3 +371,26 @@ def test_within_half_a_jerk_step_of_the_velocity_limit_the_next_command_is_at_it
     moving_with(lim, sign * (0.3 - 0.45 * j * dt * dt), sign * 0.45 * j * dt)
     lim.limit([sign * 1.7], None)
     assert lim.v[0] == pytest.approx(sign * 0.3, abs=1e-12)
+
+
+def test_an_acceleration_held_at_the_smaller_of_a_and_d_is_reported_as_that_limit() -> None:
+    """With a jerk limit the acceleration window is [-min(A, D), min(A, D)] both ways: when D < A, speeding up as
+    hard as allowed is reported against the deceleration limit, the one that binds."""
+    lim = joint(AD, target_horizon_s=0.0)
+    for _ in range(30):
+        lim.limit([1.0], None)
+    assert lim.a[0] == pytest.approx(lim.dec[0]) and lim.dec[0] < lim.acc[0]
+    assert [r[:3] for r in lim.interventions] == [("deceleration", 0, lim.dec[0])]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_stop_from_above_the_velocity_limit_brakes_along_the_no_reversal_bound(sign: float) -> None:
+    """A state never produced here (twice the velocity limit, set by hand): in a stop only the range comes before the
+    no-reversal bound, so the command brakes along that bound (the jerk gives way, reported), not down to the
+    velocity limit at once."""
+    lim = joint(dict(J2, max_velocity=0.3))
+    dt, j = lim.dt, lim.jerk[0]
+    lim.v[0] = sign * 0.6
+    lim.stop()
+    assert lim.v[0] == pytest.approx(sign * (math.sqrt(0.6) - math.sqrt(0.5 * j * dt * dt)) ** 2, rel=1e-9)
+    assert "jerk_yielded" in [r[0] for r in lim.interventions]
