@@ -66,7 +66,20 @@ ln -sfn /repo/omni_vla "$ROOT/shim/omni_vla"
 RUN="cd /repo && PYTHONPATH=/shim:/repo/tests/support PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1"
 step "parity of bundles/reference on aarch64"
 chroot "$ROOT" /bin/sh -c "$RUN /venv/bin/python benchmarks/aarch64/parity.py check --bundle bundles/reference \
-  --ref /tmp/ref.npz" | tail -1 | tee "$OUT/parity.json"
+  --ref /tmp/ref.npz" | tail -1 > "$OUT/parity.json"
+cat "$OUT/parity.json"
 step "the robot-path tests on aarch64: $TESTS"
 chroot "$ROOT" /bin/sh -c "$RUN /venv/bin/python -m pytest -q -p no:cacheprovider $(echo $IGNORE) $TESTS" \
   | tee "$OUT/tests.log" | tail -5
+cd "$HERE"
+"$HOST_PY" - "$OUT" "$TESTS" <<'PY'
+import json, subprocess, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+summary = (out / "tests.log").read_text().strip().splitlines()[-1]
+report = {"command": "make aarch64", "commit": commit, "parity": json.loads((out / "parity.json").read_text()),
+          "tests": sys.argv[2], "tests_summary": summary}
+(out / "aarch64.json").write_text(json.dumps(report, indent=1) + "\n")
+print(json.dumps(report))
+PY
