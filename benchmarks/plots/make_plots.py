@@ -340,6 +340,7 @@ PLOTS = {
     "lerobot_act/summary.json": plot_lerobot_act,
     "smolvla_import/stages.json": plot_smolvla_import,
     "ros/shutdown.json": plot_shutdown,
+    "ros/soak_1h.json": plot_soak,
 }
 
 
