@@ -250,6 +250,13 @@ def launch_env(install: Path) -> tuple[dict[str, str], int, Path]:
     return env, domain, install / "share" / "omni_vla" / "launch" / "sim.launch.py"
 
 
+def default_stop_signals() -> None:
+    """In the launch's process, before exec: SIGINT and SIGTERM as a terminal's would be. A harness started in a
+    shell's background (a CI script under `&`, nohup) ignores SIGINT, launch would inherit that and never stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_once(install: Path, stop: str, workdir: Path, diagnose: bool = False) -> dict[str, Any]:
     """Launch sim.launch.py, wait for the graph, stop it as `stop` says; what every process did and when."""
     env, domain, launch_file = launch_env(install)
@@ -257,7 +264,7 @@ def run_once(install: Path, stop: str, workdir: Path, diagnose: bool = False) ->
     if stop == "launch":
         cmd = [sys.executable, "-c", NONINTERACTIVE, str(RUN_LAUNCH.resolve().parent / "site"), str(launch_file)]
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_stop_signals)
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), ln) for ln in proc.stdout), daemon=True)
     reader.start()

@@ -149,7 +149,8 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
     shutdown = SHUTDOWN
     env, domain, launch_file = shutdown.launch_env(install)
     proc = subprocess.Popen([sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file), *launch_args], cwd=workdir,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=shutdown.default_stop_signals)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()

@@ -30,7 +30,8 @@ def _rig(status: dict, healthy: bool = True, fallbacks: int = 0, now: float = 10
                             lock=threading.Lock(), stamps={"front": 9.9, "joints": None}, cameras=("front",))
     ctl = SimpleNamespace(status=lambda: status, too_slow=lambda s: f"too slow at {s:g} s")
     loop = SimpleNamespace(controller=ctl, store=store, settings=SimpleNamespace(rate_hz=20.0))
-    stats = SimpleNamespace(ticks=200, percentile=lambda q: 0.001, max_lateness=0.002, missed=0, overruns=0)
+    stats = SimpleNamespace(ticks=200, percentile=lambda q: 0.001, max_lateness=0.002, missed=0, overruns=0,
+                            clock_jumps_back=0)
     sched = SimpleNamespace(stats=stats, clock=SimpleNamespace(now=lambda: now), rt_status="SCHED_FIFO 50")
     inf = SimpleNamespace(healthy=healthy, reason="worker died" if not healthy else "", worker_state="running",
                           backend="mnn", pid=123, restarts=0)
