@@ -153,6 +153,7 @@ def _fault_window(op: Operator, ex: Any) -> int:
 def _check(op: Operator, start: int, fault: str) -> None:
     window = op.states[start - 50:]
     excess = measured_excess(window)
+    print(f"{fault}: peak velocity / limit {np.round(peak_fraction(window), 3).tolist()}")  # pytest -s shows it
     assert not excess, f"{fault}: {len(excess)} joint states beyond the velocity limits: {excess[:5]}"
 
 
@@ -281,5 +282,6 @@ def test_the_policys_inference_worker_failing_mid_motion_leaves_the_arm_within_i
     chunks = int(watch.vla["chunks"])
     assert spin_until(ex, lambda: int(watch.vla["chunks"]) > chunks, 10), "no chunk from the restarted worker"
     excess = measured_excess(watch.states[start - 50:])
+    print(f"{fault.name}: peak velocity / limit {np.round(peak_fraction(watch.states[start - 50:]), 3).tolist()}")
     assert not excess, f"{fault.name}: {len(excess)} joint states beyond the velocity limits: {excess[:5]}"
     assert g.dead() == []
