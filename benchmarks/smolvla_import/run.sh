@@ -3,6 +3,8 @@
 # peak RSS, parity against LeRobot's whole pipeline on ExecuTorch and MNN, per-stage speed at 1 and 2 threads.
 #
 #   benchmarks/smolvla_import/run.sh [WORK_DIR]        (default /tmp/smolvla_full)
+#   benchmarks/smolvla_import/run.sh WORK_DIR sim      the checkpoint for the simulated Panda, imported for
+#                                                       ExecuTorch only, to run on the sim graph (benchmarks/soak)
 #
 # Steps whose output already exists in WORK_DIR are not redone (rm -rf WORK_DIR to start over). Writes
 # results/smolvla_import/{import,parity,stages}.json and stages.png.
@@ -10,9 +12,17 @@ set -uo pipefail  # a failed step is recorded in WORK/<step>.rc; report.py state
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WORK="${1:-/tmp/smolvla_full}"
+ROBOT="${2:-}"
 OUT="$ROOT/results/smolvla_import"
 TASK="pick up the red block and put it in the bowl"
 JOINTS="j1,j2,j3,j4,j5,j6"
+IMPORT_ARGS=(--rate-hz 30 --gripper j6)
+if [ "$ROBOT" = sim ]; then
+  JOINTS="panda_joint1,panda_joint2,panda_joint3,panda_joint4,panda_joint5,panda_joint6,panda_joint7,panda_finger_joint1"
+  IMPORT_ARGS=(--rate-hz 2 --gripper panda_finger_joint1 --backends executorch)
+elif [ -n "$ROBOT" ]; then
+  echo "run.sh: robot '$ROBOT': expected nothing (the benchmark's 6-joint robot) or sim" >&2; exit 2
+fi
 PY="$HOME/.cache/omni_vla/venv/bin/python"
 SMOL="$(ls -d "$HOME"/.cache/omni_vla/smolvla-*/bin/python 2>/dev/null | head -n1 || true)"
 [ -x "$PY" ] || { echo "run.sh: no project venv at $PY" >&2; exit 2; }
@@ -36,7 +46,7 @@ done_already() { [ -s "$1" ] && { echo "resumed" > "$STEP"; echo "  $1 exists: n
 { echo "run $RUN $(date -Is)"; git rev-parse HEAD; git status --porcelain -- omni_vla policies tests/support; } >> "$WORK/code.txt"
 
 step checkpoint
-"$PY" "$HERE/prepare.py" "$WORK" "$TASK"
+"$PY" "$HERE/prepare.py" "$WORK" "$TASK" ${ROBOT:+--robot "$ROBOT"}
 if ! done_already "$WORK/ref/io.npz"; then
   rm -rf "$WORK/ref"
   OMP_NUM_THREADS=1 /usr/bin/time -v -o "$WORK/checkpoint.time" \
@@ -52,11 +62,13 @@ if ! done_already "$WORK/bundle/manifest.json"; then
   rm -rf "$WORK/bundle" "$WORK"/.bundle.*
   OMP_NUM_THREADS=1 /usr/bin/time -v -o "$WORK/import.time" \
     "$PY" -m omni_vla.tools.cli import lerobot "$CKPT" --out "$WORK/bundle" --joint-names "$JOINTS" \
-      --rate-hz 30 --gripper j6 > "$WORK/import.log" 2>&1
+      "${IMPORT_ARGS[@]}" > "$WORK/import.log" 2>&1
   echo $? > "$WORK/import.rc"
 fi
 
 [ -f "$WORK/bundle/manifest.json" ] || { step report; "$PY" "$HERE/report.py" "$WORK" "$OUT" --task "$TASK" --command "benchmarks/smolvla_import/run.sh $WORK"; exit 1; }
+
+[ "$ROBOT" = sim ] && { echo "[$(date +%T)] done: $WORK/bundle (the sim graph's SmolVLA; no report)"; exit 0; }
 
 step parity
 for T in 1 2; do

@@ -5,6 +5,11 @@ read; per window of `--window-s`: tick lateness (the worst p99 either node repor
 holds, the supervisor's clamps, RSS and fds per process.
 
     python benchmarks/soak/run.py --minutes 60 [--bundle DIR --backend mnn] [--install DIR] --out FILE
+        [--param vla_node:rate_hz=2 ...] [--compare-reference]
+
+`--param NODE:KEY=VALUE` sets a parameter in a copy of the install space's config directory (given to the launch as
+`config_dir:=`), as a user would edit `config/<node>.yaml`. `--compare-reference` first runs the shipped reference
+bundle the same way for the same minutes, in the same command, and reports the policy's p99 lateness over it.
 
 Prints JSON: the windows, and a summary against the goals (RSS growth per hour per process from a least-squares
 line over the samples after the first window, fd growth, p99 lateness of each window over the first's, missed
@@ -16,6 +21,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_LAUNCH = REPO / ".." / "shared" / "ros2_launch" / "run_launch.py"
@@ -197,6 +205,37 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
             "samples": {n: s for n, s in procs.items()}, "log_tail": out[-3000:]}
 
 
+def node_param(text: str) -> tuple[str, str, Any]:
+    """`NODE:KEY=VALUE` (the value read as YAML, as in a parameter file)."""
+    node, _, rest = text.partition(":")
+    key, sep, value = rest.partition("=")
+    if not sep or not node.strip() or not key.strip():
+        raise argparse.ArgumentTypeError(f"--param {text!r}: expected NODE:KEY=VALUE, e.g. vla_node:rate_hz=2")
+    return node.strip(), key.strip(), yaml.safe_load(value)
+
+
+def config_dir(install: Path, dest: Path, params: list[tuple[str, str, Any]]) -> Path:
+    """A copy of the install space's config directory with `params` set in each node's parameter file."""
+    share = install / "share" / "omni_vla" / "config"
+    shutil.copytree(share, dest)
+    for node, key, value in params:
+        path = dest / f"{node}.yaml"
+        if not path.is_file():
+            raise SystemExit(f"--param {node}:{key}: no parameter file {node}.yaml in {share}")
+        doc = yaml.safe_load(path.read_text())
+        doc[node]["ros__parameters"][key] = value
+        path.write_text(yaml.safe_dump(doc))
+    return dest
+
+
+def ratios(policy: dict[str, Any], reference: dict[str, Any]) -> dict[str, float | None]:
+    """Each node's worst-window p99 tick lateness under the policy over the reference bundle's, same command."""
+    def worst(report: dict[str, Any], node: str) -> float:
+        return max((w["p99_lateness_ms"].get(node, 0.0) for w in report["windows"]), default=0.0)
+    return {f"{n}_p99_lateness": (round(worst(policy, n) / worst(reference, n), 3) if worst(reference, n) > 0 else None)
+            for n in ("vla_node", "safety_supervisor")}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0, help="how long the graph runs (from when it is up)")
@@ -206,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instruction", default="pick up the red cube")
     ap.add_argument("--install", type=Path, help="colcon install space (install/omni_vla); default: build one")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
+    ap.add_argument("--param", type=node_param, action="append", default=[], metavar="NODE:KEY=VALUE",
+                    help="a node parameter for this run (repeatable), e.g. vla_node:strategy=rtc")
+    ap.add_argument("--compare-reference", action="store_true",
+                    help="first run the shipped reference bundle the same way; report the ratios of p99 lateness")
     args = ap.parse_args(argv)
     if args.minutes <= 0 or args.window_s < 2 * SAMPLE_S:
         print(f"--minutes {args.minutes} / --window-s {args.window_s}: expected minutes > 0 and a window of at least "
@@ -221,7 +264,17 @@ def main(argv: list[str] | None = None) -> int:
         install = args.install.resolve() if args.install else SHUTDOWN.build_install(Path(tmp) / "ws")
         workdir = Path(tmp) / "elsewhere"
         workdir.mkdir()
+        if args.param:
+            launch_args.append(f"config_dir:={config_dir(install, Path(tmp) / 'config', args.param)}")
+        reference = None
+        if args.compare_reference:
+            ref_args = [a for a in launch_args if not a.startswith("bundle_dir:=")] + ["bundle_dir:=bundles/reference"]
+            reference = soak(install, workdir, args.minutes, args.window_s, ref_args, args.instruction)
         report = soak(install, workdir, args.minutes, args.window_s, launch_args, args.instruction)
+    report["params"] = [f"{n}:{k}={v}" for n, k, v in args.param]
+    if reference is not None:
+        report.update(reference=reference, ratios=ratios(report, reference))
+        report["summary"]["ratios_to_reference"] = report["ratios"]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     report.update(commit=commit.stdout.strip(), cpus=os.cpu_count())
     text = json.dumps(report, indent=1)

@@ -4,7 +4,8 @@
 
 SPEC: {"vlm_dir": a directory holding the VLM's config.json and a tokenizer (tokenizer.json +
 tokenizer_config.json), "smolvla": SmolVLAConfig fields, "cameras": {name: [3, h, w]}, "state_dim", "action_dim",
-"seed", "task"}. Writes OUT_DIR/pretrained_model/ exactly as `lerobot-train` does (SmolVLAPolicy.save_pretrained
+"seed", "task", optionally "stats": {"observation.state" | "action": {"mean": [...], "std": [...]}} (a robot's
+dataset statistics; otherwise seeded random ones)}. Writes OUT_DIR/pretrained_model/ exactly as `lerobot-train` does (SmolVLAPolicy.save_pretrained
 and the pre/post-processor pipelines of make_smolvla_pre_post_processors with seeded dataset statistics), then
 runs one raw observation through preprocessor -> predict_action_chunk -> postprocessor and writes OUT_DIR/io.npz:
 the raw inputs, the noise, the tokens LeRobot's tokenizer step made, and the raw (unnormalised) actions.
@@ -33,9 +34,11 @@ class _StubProcessor:
         return SimpleNamespace(tokenizer=SimpleNamespace(fake_image_token_id=0, global_image_token_id=0))
 
 
-def _stats(rng: np.random.Generator, dim: int) -> dict[str, torch.Tensor]:
+def _stats(rng: np.random.Generator, dim: int, given: dict | None) -> dict[str, torch.Tensor]:
     mean = rng.normal(0.0, 0.5, dim).astype(np.float32)
     std = rng.uniform(0.2, 1.5, dim).astype(np.float32)
+    if given is not None:
+        mean, std = np.asarray(given["mean"], np.float32), np.asarray(given["std"], np.float32)
     return {"mean": torch.from_numpy(mean), "std": torch.from_numpy(std), "min": torch.from_numpy(mean - 2 * std),
             "max": torch.from_numpy(mean + 2 * std)}
 
@@ -58,7 +61,9 @@ def main(out: Path, spec: dict) -> None:
     torch.manual_seed(spec["seed"])
     policy = SmolVLAPolicy(cfg).eval()
     rng = np.random.default_rng(spec["seed"])
-    stats = {"observation.state": _stats(rng, spec["state_dim"]), "action": _stats(rng, spec["action_dim"])}
+    given = spec.get("stats", {})
+    stats = {key: _stats(rng, spec[dim], given.get(key))
+             for key, dim in (("observation.state", "state_dim"), ("action", "action_dim"))}
     pre, post = make_smolvla_pre_post_processors(cfg, stats)
     ckpt = out / "pretrained_model"
     policy.save_pretrained(ckpt)

@@ -1,0 +1,60 @@
+"""The soak benchmark runs the graph with the parameters it was given, in a copy of the install's config directory."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def soak():
+    spec = importlib.util.spec_from_file_location("soak_bench", REPO / "benchmarks" / "soak" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _install(tmp_path: Path) -> Path:
+    config = tmp_path / "install" / "share" / "omni_vla" / "config"
+    config.mkdir(parents=True)
+    for name in ("vla_node.yaml", "safety_supervisor.yaml", "joint_limits.yaml"):
+        (config / name).write_text((REPO / "config" / name).read_text())
+    return tmp_path / "install"
+
+
+def test_a_parameter_is_set_in_the_copy_and_the_installed_file_is_untouched(soak, tmp_path):
+    install = _install(tmp_path)
+    params = [soak.node_param("vla_node:rate_hz=2"), soak.node_param('vla_node:worker_cpus="1"'),
+              soak.node_param("safety_supervisor:command_timeout_s=1.5")]
+    out = soak.config_dir(install, tmp_path / "config", params)
+    vla = yaml.safe_load((out / "vla_node.yaml").read_text())["vla_node"]["ros__parameters"]
+    sup = yaml.safe_load((out / "safety_supervisor.yaml").read_text())["safety_supervisor"]["ros__parameters"]
+    assert vla["rate_hz"] == 2 and vla["worker_cpus"] == "1" and sup["command_timeout_s"] == 1.5
+    assert vla["bundle_dir"] == yaml.safe_load((REPO / "config" / "vla_node.yaml").read_text())["vla_node"][
+        "ros__parameters"]["bundle_dir"]  # the rest of the file is kept
+    installed = (install / "share" / "omni_vla" / "config" / "vla_node.yaml").read_text()
+    assert installed == (REPO / "config" / "vla_node.yaml").read_text()
+    assert (out / "joint_limits.yaml").is_file()
+
+
+def test_a_parameter_for_a_node_without_a_file_is_refused(soak, tmp_path):
+    with pytest.raises(SystemExit, match="no parameter file sim_nod.yaml"):
+        soak.config_dir(_install(tmp_path), tmp_path / "config", [soak.node_param("sim_nod:rate_hz=2")])
+
+
+@pytest.mark.parametrize("text", ["rate_hz=2", "vla_node:rate_hz", ":rate_hz=2", "vla_node:=2"])
+def test_a_malformed_parameter_is_refused_naming_the_form(soak, text):
+    with pytest.raises(argparse.ArgumentTypeError, match="expected NODE:KEY=VALUE"):
+        soak.node_param(text)
+
+
+def test_ratios_are_the_worst_windows_of_policy_over_reference(soak):
+    policy = {"windows": [{"p99_lateness_ms": {"vla_node": 1.0, "safety_supervisor": 0.5}},
+                          {"p99_lateness_ms": {"vla_node": 3.0, "safety_supervisor": 0.4}}]}
+    reference = {"windows": [{"p99_lateness_ms": {"vla_node": 2.0}}]}
+    assert soak.ratios(policy, reference) == {"vla_node_p99_lateness": 1.5, "safety_supervisor_p99_lateness": None}
