@@ -62,6 +62,12 @@ def shared_runtime(backend: str, bundle_dir: str, threads: int) -> Any:
     return _runtimes[key]
 
 
+def use_runtime(backend: str, bundle_dir: str, threads: int, runtime: Any) -> None:
+    """Episodes of (backend, bundle, threads) in this process run `runtime` (a policy served by its own code,
+    omni_vla_sim.served) instead of loading the bundle; released with the rest."""
+    _runtimes[(backend, str(bundle_dir), threads)] = runtime
+
+
 def release_runtimes() -> None:
     for runtime in _runtimes.values():
         runtime.close()

@@ -266,16 +266,23 @@ def plot_soak(d: dict, out: Path) -> None:
     axes[0].set_xlabel("minutes since the graph was up")
     axes[0].set_ylabel("RSS (MiB)")
     axes[0].legend(fontsize=7)
-    for node in ("vla_node", "safety_supervisor"):
-        pts = [(w["t_end_s"] / 60.0, w["p99_lateness_ms"][node]) for w in d["windows"] if node in w["p99_lateness_ms"]]
-        axes[1].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=node)
+    runs = [("", d, "-")] + ([("reference bundle, ", d["reference"], "--")] if "reference" in d else [])
+    for prefix, run, style in runs:
+        for node in ("vla_node", "safety_supervisor"):
+            pts = [(w["t_end_s"] / 60.0, w["p99_lateness_ms"][node]) for w in run["windows"]
+                   if node in w["p99_lateness_ms"]]
+            axes[1].plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=prefix + node)
+    if "reference" in d:
+        axes[1].set_yscale("log")
     axes[1].set_xlabel("end of window (minutes)")
     axes[1].set_ylabel("worst p99 tick lateness reported in the window (ms)")
     axes[1].legend(fontsize=8)
     s = d["summary"]
     fig.suptitle(f"benchmarks/soak/run.py --minutes {d['minutes']:g}: missed ticks vla {s['vla_missed_ticks']}, "
                  f"supervisor {s['supervisor_missed_ticks']}; clamps {s['supervisor_clamps_total']}; "
-                 f"fd growth {max(s['fd_growth'].values(), default=0)}", fontsize=9)
+                 f"fd growth {max(s['fd_growth'].values(), default=0)}"
+                 + (f"\n{' '.join(d['params'])}; p99 over the reference's: {s['ratios_to_reference']}"
+                    if "reference" in d else ""), fontsize=9)
     _save(fig, out)
 
 
@@ -321,6 +328,15 @@ def plot_smolvla_import(d: dict, out: Path) -> None:
     plt.close("all")
 
 
+def plot_served(d: dict, out: Path) -> None:
+    """Success per task, LeRobot-served against imported on each runtime (same seeds), with the per-step agreement
+    (benchmarks/lerobot_served)."""
+    fig, ax = plt.subplots(figsize=(12, 5))
+    agree = ", ".join(f"{b}: {a['snr_db_delta']:.1f} dB over {a['chunks']} chunks" for b, a in d["agreement"].items())
+    _per_task(ax, d["runs"], f"{d['what']}\nper-step agreement (chunk minus joint state, SNR): {agree}")
+    _save(fig, out)
+
+
 def _save(fig, out: Path) -> None:  # noqa: ANN001
     fig.tight_layout()
     fig.savefig(out, dpi=90)
@@ -341,6 +357,7 @@ PLOTS = {
     "smolvla_import/stages.json": plot_smolvla_import,
     "ros/shutdown.json": plot_shutdown,
     "ros/soak_1h.json": plot_soak,
+    "ros/soak_smolvla_5min.json": plot_soak,
 }
 
 

@@ -9,7 +9,8 @@ holds, the supervisor's clamps, RSS and fds per process.
 
 `--param NODE:KEY=VALUE` sets a parameter in a copy of the install space's config directory (given to the launch as
 `config_dir:=`), as a user would edit `config/<node>.yaml`. `--compare-reference` first runs the shipped reference
-bundle the same way for the same minutes, in the same command, and reports the policy's p99 lateness over it.
+bundle as shipped (its parameter files, none of `--param`) for the same minutes, in the same command, and reports the
+policy's p99 lateness over it.
 
 Prints JSON: the windows, and a summary against the goals (RSS growth per hour per process from a least-squares
 line over the samples after the first window, fd growth, p99 lateness of each window over the first's, missed
@@ -105,6 +106,13 @@ def _int(values: dict[str, str], key: str) -> int:
         return 0
 
 
+def _float(values: dict[str, str], key: str) -> float | None:
+    try:
+        return float(values[key])
+    except (KeyError, ValueError):
+        return None
+
+
 def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, float],
                   procs: dict[str, list[tuple[float, float, int]]], since: float) -> dict[str, Any]:
     vla, sup = latest.get("vla_node", {}), latest.get("safety_supervisor", {})
@@ -112,6 +120,7 @@ def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, fl
             "p99_lateness_ms": {n: round(v, 4) for n, v in p99.items()},
             "vla": {k: _int(vla, k) for k in ("missed_ticks", "overruns", "starved_ticks", "holds", "commands",
                                                "worker_restarts", "clock_jumps_back")},
+            "vla_delay": {k: _float(vla, k) for k in ("inference_latency_p95_ms", "delay_ticks", "delay_headroom_ticks")},
             "vla_state": vla.get("state", ""),
             "supervisor": {"missed_ticks": _int(sup, "missed_ticks"), "clamps_total": _int(sup, "clamps_total"),
                            "shaping_total": _int(sup, "shaping_total"), "ticks": _int(sup, "ticks")},
@@ -267,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.param:
             launch_args.append(f"config_dir:={config_dir(install, Path(tmp) / 'config', args.param)}")
         reference = None
-        if args.compare_reference:
-            ref_args = [a for a in launch_args if not a.startswith("bundle_dir:=")] + ["bundle_dir:=bundles/reference"]
+        if args.compare_reference:  # as shipped: its own parameter files and backend, only the bundle named
+            ref_args = ["bundle_dir:=bundles/reference"]
             reference = soak(install, workdir, args.minutes, args.window_s, ref_args, args.instruction)
         report = soak(install, workdir, args.minutes, args.window_s, launch_args, args.instruction)
     report["params"] = [f"{n}:{k}={v}" for n, k, v in args.param]

@@ -1,7 +1,7 @@
 """Single-joint cases of the jerk-limited limiter at 1 kHz and 100 Hz: small and fast, so every mutant of its code runs them.
 
 Each case checks every command from the published positions only (range, velocity, acceleration, jerk,
-no reversal in a stop, every moving state stoppable) and what the case is about (results/safety/mutation_jerk.md).
+no reversal in a stop, every moving state stoppable) and what the case is about (results/mutation.md, the jerk window's section).
 """
 from __future__ import annotations
 

@@ -5,13 +5,17 @@ tests/support/lerobot_reference.py and compare saved outputs.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Iterator
 
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
@@ -66,6 +70,51 @@ def pi0_python() -> Path:
     if not PYTHON312.is_file():
         raise RuntimeError(f"{PYTHON312} is missing: LeRobot 0.6.1 needs Python 3.12 (set OMNI_VLA_PYTHON312)")
     return lerobot_python(PI0_REQUIREMENTS, "pi0", PYTHON312)
+
+
+# What lerobot_server.py needs besides LeRobot: openpi-client's codec (upstream's own msgpack_numpy; its numpy<2
+# pin is for its client, which the server does not use) and the websocket server, beside LeRobot's venv so that
+# venv's pins stay untouched.
+SERVER_WIRE = ("openpi-client==0.1.2", "msgpack==1.2.4", "websockets==17.4")
+SERVER = HERE / "lerobot_server.py"
+
+
+def served_env(python: Path) -> dict[str, str]:
+    """The environment lerobot_server.py runs in with `python` (a LeRobot venv): the wire packages on its path,
+    installed once from PyPI into a directory keyed by their pins and that interpreter."""
+    key = hashlib.sha256(" ".join((str(python), *SERVER_WIRE)).encode()).hexdigest()[:16]
+    target = CACHE / f"lerobot-wire-{key}"
+    if not (target / ".omni_vla-ready").is_file():
+        shutil.rmtree(target, ignore_errors=True)
+        _pip(python, "--no-deps", "--target", str(target), *SERVER_WIRE)
+        (target / ".omni_vla-ready").write_text("\n".join(SERVER_WIRE))
+    return {**os.environ, "PYTHONPATH": str(target), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+
+
+@contextlib.contextmanager
+def served_policy(checkpoint: Path, python: Path | None = None, timeout: float = 300.0) -> Iterator[str]:
+    """lerobot_server.py serving `checkpoint` on loopback (LeRobot's venv by default): yields its ws:// URL."""
+    python = python or lerobot_python()
+    env = served_env(python)
+    with tempfile.TemporaryDirectory(prefix="lerobot_served_") as tmp:
+        port_file, log = Path(tmp) / "port", Path(tmp) / "server.log"
+        with open(log, "w") as sink:
+            proc = subprocess.Popen([str(python), str(SERVER), str(checkpoint), str(port_file)], stdout=sink,
+                                    stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + timeout
+            while not port_file.is_file():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"LeRobot's server did not come up:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            yield f"ws://127.0.0.1:{port_file.read_text()}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def run_reference(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:

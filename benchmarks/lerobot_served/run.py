@@ -1,0 +1,86 @@
+"""Does our loop degrade a user's policy: the same LeRobot checkpoint served by LeRobot's own code and imported into
+a bundle, evaluated by the same suite on the same seeds.
+
+    python benchmarks/lerobot_served/run.py --checkpoint CKPT/pretrained_model --bundle BUNDLE \
+        [--backends mnn,executorch] [--episodes 10] [--tasks ...] [--no-reference] --out results/lerobot_served/served.json
+
+For each backend: one evaluation in which LeRobot's server (tests/support/lerobot_server.py in LeRobot's own venv,
+OpenPI protocol on loopback) computes every chunk while the bundle computes the same chunk from the same inputs
+(the per-step agreement, omni_vla_sim.served), and one in which the bundle alone drives. The shipped reference
+policy runs the same seeds for scale. Prints the JSON summary; writes the JSON and, with --plot, its PNG.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "support"))
+
+from lerobot_env import lerobot_python, pi0_python, served_policy, smolvla_python  # noqa: E402
+from omni_vla_sim.eval import EvalSettings, evaluate  # noqa: E402
+from omni_vla_sim.served import evaluate_served  # noqa: E402
+
+PYTHONS = {"act": lerobot_python, "smolvla": smolvla_python, "pi0": pi0_python, "pi05": pi0_python}
+
+
+def run_summary(name: str, report: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "successes": report["overall"]["successes"], "episodes": report["overall"]["episodes"],
+            "per_task": {t: [g["successes"], g["episodes"]] for t, g in report["tasks"].items()},
+            "clamps_per_episode": report["overall"]["clamps_per_episode"],
+            "mean_episode_length": report["overall"]["mean_episode_length"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", type=Path, required=True, help="LeRobot pretrained_model directory")
+    ap.add_argument("--bundle", type=Path, required=True, help="the bundle `omni-vla import lerobot` made of it")
+    ap.add_argument("--backends", default="mnn,executorch")
+    ap.add_argument("--episodes", type=int, default=10, help="per task")
+    ap.add_argument("--tasks", nargs="+", default=None)
+    ap.add_argument("--image-size", type=int, default=64, help="the simulator's camera size (the dataset's)")
+    ap.add_argument("--no-reference", action="store_true", help="leave out the shipped reference policy")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    kind = json.loads((args.checkpoint / "config.json").read_text()).get("type")
+    if kind not in PYTHONS:
+        print(f"{args.checkpoint}: policy type {kind!r}; expected one of {', '.join(PYTHONS)}", file=sys.stderr)
+        return 2
+    common: dict[str, Any] = {"episodes": args.episodes, "image_size": args.image_size, "strategy": "naive",
+                              "execution_horizon": 0, **({"tasks": tuple(args.tasks)} if args.tasks else {})}
+    runs, agreement = [], {}
+    t0 = time.monotonic()
+    with served_policy(args.checkpoint, PYTHONS[kind]()) as url:
+        for backend in args.backends.split(","):
+            settings = EvalSettings(backend=backend, bundle_dir=args.bundle, **common)
+            served = evaluate_served(settings, url, args.checkpoint)
+            agreement[backend] = served["served"]
+            runs.append(run_summary(f"LeRobot served (bundle on {backend} alongside)", served))
+            runs.append(run_summary(f"imported, {backend}", evaluate(settings, workers=1, progress=False)))
+            print(json.dumps({"backend": backend, **agreement[backend]}), file=sys.stderr)
+    if not args.no_reference:
+        ref = EvalSettings(backend="mnn", bundle_dir=REPO / "bundles" / "reference",
+                           **{**common, "image_size": EvalSettings.model_fields["image_size"].default,
+                              "execution_horizon": EvalSettings.model_fields["execution_horizon"].default})
+        runs.append(run_summary("reference policy (bundles/reference, mnn)", evaluate(ref, workers=1, progress=False)))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    out = {"what": f"LeRobot {kind} served by LeRobot's own code vs imported, same seeds (benchmarks/lerobot_served)",
+           "checkpoint": str(args.checkpoint), "bundle": str(args.bundle), "policy": kind, "agreement": agreement,
+           "runs": runs, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in common.items()},
+           "wall_s": round(time.monotonic() - t0, 1), "commit": commit.stdout.strip()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1) + "\n")
+    tmp.replace(args.out)
+    print(json.dumps({"agreement": agreement, "runs": [(r["name"], r["successes"], r["episodes"]) for r in runs]},
+                     indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
