@@ -1,13 +1,14 @@
 """Does our loop degrade a user's policy: the same LeRobot checkpoint served by LeRobot's own code and imported into
 a bundle, evaluated by the same suite on the same seeds.
 
-    python benchmarks/lerobot_served/run.py --checkpoint CKPT/pretrained_model --bundle BUNDLE \
-        [--backends mnn,executorch] [--episodes 10] [--tasks ...] [--no-reference] --out results/lerobot_served/served.json
+    python benchmarks/lerobot_served/run.py --checkpoint CKPT/pretrained_model --bundle BUNDLE [--checkpoint ...
+        --bundle ...] [--backends mnn,executorch] [--episodes 10] [--tasks ...] [--no-reference] --out OUT.json
 
-For each backend: one evaluation in which LeRobot's server (tests/support/lerobot_server.py in LeRobot's own venv,
-OpenPI protocol on loopback) computes every chunk while the bundle computes the same chunk from the same inputs
-(the per-step agreement, omni_vla_sim.served), and one in which the bundle alone drives. The shipped reference
-policy runs the same seeds for scale. Prints the JSON summary; writes the JSON and, with --plot, its PNG.
+For each checkpoint and backend: one evaluation in which LeRobot's server (tests/support/lerobot_server.py in
+LeRobot's own venv, OpenPI protocol on loopback) computes every chunk while the bundle computes the same chunk from
+the same inputs (the per-step agreement, omni_vla_sim.served), and one in which the bundle alone drives. The shipped
+reference policy runs the same seeds for scale. Prints a summary and writes the JSON (its plot:
+benchmarks/plots/make_plots.py --only lerobot_served/served.json).
 """
 from __future__ import annotations
 
@@ -36,10 +37,27 @@ def run_summary(name: str, report: dict[str, Any]) -> dict[str, Any]:
             "mean_episode_length": report["overall"]["mean_episode_length"]}
 
 
+def served_vs_imported(checkpoint: Path, bundle: Path, backends: list[str], common: dict[str, Any]) -> dict[str, Any]:
+    """One policy: per backend, LeRobot's chunks driving with the bundle alongside, then the bundle alone."""
+    kind = json.loads((checkpoint / "config.json").read_text()).get("type")
+    runs, agreement = [], {}
+    with served_policy(checkpoint, PYTHONS[kind]()) as url:
+        for backend in backends:
+            settings = EvalSettings(backend=backend, bundle_dir=bundle, **common)
+            served = evaluate_served(settings, url, checkpoint)
+            agreement[backend] = served["served"]
+            runs.append(run_summary(f"{kind} served by LeRobot (bundle on {backend} alongside)", served))
+            runs.append(run_summary(f"{kind} imported, {backend}", evaluate(settings, workers=1, progress=False)))
+            print(json.dumps({"policy": kind, "backend": backend, **agreement[backend]}), file=sys.stderr)
+    return {"policy": kind, "checkpoint": str(checkpoint), "bundle": str(bundle), "agreement": agreement, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", type=Path, required=True, help="LeRobot pretrained_model directory")
-    ap.add_argument("--bundle", type=Path, required=True, help="the bundle `omni-vla import lerobot` made of it")
+    ap.add_argument("--checkpoint", type=Path, action="append", required=True,
+                    help="LeRobot pretrained_model directory (repeat, one per --bundle)")
+    ap.add_argument("--bundle", type=Path, action="append", required=True,
+                    help="the bundle `omni-vla import lerobot` made of it")
     ap.add_argument("--backends", default="mnn,executorch")
     ap.add_argument("--episodes", type=int, default=10, help="per task")
     ap.add_argument("--tasks", nargs="+", default=None)
@@ -47,38 +65,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-reference", action="store_true", help="leave out the shipped reference policy")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    kind = json.loads((args.checkpoint / "config.json").read_text()).get("type")
-    if kind not in PYTHONS:
-        print(f"{args.checkpoint}: policy type {kind!r}; expected one of {', '.join(PYTHONS)}", file=sys.stderr)
+    if len(args.checkpoint) != len(args.bundle):
+        print(f"{len(args.checkpoint)} --checkpoint for {len(args.bundle)} --bundle; expected one bundle per "
+              "checkpoint", file=sys.stderr)
         return 2
+    for checkpoint in args.checkpoint:
+        kind = json.loads((checkpoint / "config.json").read_text()).get("type")
+        if kind not in PYTHONS:
+            print(f"{checkpoint}: policy type {kind!r}; expected one of {', '.join(PYTHONS)}", file=sys.stderr)
+            return 2
     common: dict[str, Any] = {"episodes": args.episodes, "image_size": args.image_size, "strategy": "naive",
                               "execution_horizon": 0, **({"tasks": tuple(args.tasks)} if args.tasks else {})}
-    runs, agreement = [], {}
     t0 = time.monotonic()
-    with served_policy(args.checkpoint, PYTHONS[kind]()) as url:
-        for backend in args.backends.split(","):
-            settings = EvalSettings(backend=backend, bundle_dir=args.bundle, **common)
-            served = evaluate_served(settings, url, args.checkpoint)
-            agreement[backend] = served["served"]
-            runs.append(run_summary(f"LeRobot served (bundle on {backend} alongside)", served))
-            runs.append(run_summary(f"imported, {backend}", evaluate(settings, workers=1, progress=False)))
-            print(json.dumps({"backend": backend, **agreement[backend]}), file=sys.stderr)
+    policies = [served_vs_imported(c, b, args.backends.split(","), common) for c, b in zip(args.checkpoint, args.bundle)]
+    reference = None
     if not args.no_reference:
         ref = EvalSettings(backend="mnn", bundle_dir=REPO / "bundles" / "reference",
                            **{**common, "image_size": EvalSettings.model_fields["image_size"].default,
                               "execution_horizon": EvalSettings.model_fields["execution_horizon"].default})
-        runs.append(run_summary("reference policy (bundles/reference, mnn)", evaluate(ref, workers=1, progress=False)))
+        reference = run_summary("reference policy (bundles/reference, mnn)", evaluate(ref, workers=1, progress=False))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    out = {"what": f"LeRobot {kind} served by LeRobot's own code vs imported, same seeds (benchmarks/lerobot_served)",
-           "checkpoint": str(args.checkpoint), "bundle": str(args.bundle), "policy": kind, "agreement": agreement,
-           "runs": runs, "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in common.items()},
+    out = {"what": "LeRobot policies served by LeRobot's own code vs imported, same seeds (benchmarks/lerobot_served)",
+           "policies": policies, "reference": reference,
+           "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in common.items()},
            "wall_s": round(time.monotonic() - t0, 1), "commit": commit.stdout.strip()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(out, indent=1) + "\n")
     tmp.replace(args.out)
-    print(json.dumps({"agreement": agreement, "runs": [(r["name"], r["successes"], r["episodes"]) for r in runs]},
-                     indent=1))
+    print(json.dumps([{"policy": p["policy"], "agreement": p["agreement"],
+                       "runs": [(r["name"], r["successes"], r["episodes"]) for r in p["runs"]]} for p in policies]
+                     + [reference and (reference["name"], reference["successes"], reference["episodes"])], indent=1))
     return 0
 
 

@@ -329,11 +329,15 @@ def plot_smolvla_import(d: dict, out: Path) -> None:
 
 
 def plot_served(d: dict, out: Path) -> None:
-    """Success per task, LeRobot-served against imported on each runtime (same seeds), with the per-step agreement
-    (benchmarks/lerobot_served)."""
-    fig, ax = plt.subplots(figsize=(12, 5))
-    agree = ", ".join(f"{b}: {a['snr_db_delta']:.1f} dB over {a['chunks']} chunks" for b, a in d["agreement"].items())
-    _per_task(ax, d["runs"], f"{d['what']}\nper-step agreement (chunk minus joint state, SNR): {agree}")
+    """Success per task, LeRobot-served against imported on each runtime (same seeds), one panel per policy, with
+    the per-step agreement and the reference policy on the same seeds (benchmarks/lerobot_served)."""
+    policies = d["policies"]
+    fig, axes = plt.subplots(len(policies), 1, figsize=(12, 4.5 * len(policies)), squeeze=False)
+    for ax, p in zip(axes[:, 0], policies):
+        agree = ", ".join(f"{b}: {a['snr_db_delta']:.1f} dB over {a['chunks']} chunks"
+                          for b, a in p["agreement"].items())
+        runs = p["runs"] + ([d["reference"]] if d.get("reference") else [])
+        _per_task(ax, runs, f"{p['policy']}: {d['what']}\nper-step agreement (chunk minus joint state, SNR): {agree}")
     _save(fig, out)
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lerobot_env import imported_act, served_policy
+from import_cli import imported_bundle
+from lerobot_env import PANDA_JOINTS, imported_act, lerobot_smolvla, served_policy, smolvla_python
 
 ACT = {"seed": 5, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
        "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
@@ -70,3 +71,18 @@ def test_a_served_policy_refuses_a_committed_prefix() -> None:
     with pytest.raises(ValueError, match="strategy naive or average"):
         rt.infer({}, np.zeros((1, 8), np.float32), np.zeros((1, 4), np.float32), np.zeros((1, 16, 8), np.float32), 3,
                  np.zeros((1, 16, 8), np.float32), np.zeros((16, 8), np.float32))
+
+
+@pytest.mark.slow
+def test_the_imported_smolvla_agrees_with_lerobots_own_at_every_step_of_an_evaluation(tmp_path: Path) -> None:
+    """A flow-matching VLA: the server gets the loop's noise, so both sides integrate the same flow."""
+    from omni_vla_sim.served import evaluate_served
+
+    ref = lerobot_smolvla(tmp_path)
+    bundle = imported_bundle(ref, PANDA_JOINTS, "panda_finger_joint1")
+    checkpoint = ref / "pretrained_model"
+    with served_policy(checkpoint, smolvla_python()) as url:
+        report = evaluate_served(_settings(bundle, episodes=1, noise_scale=1.0), url, checkpoint)
+    agreement = report["served"]
+    print(agreement)
+    assert agreement["chunks"] >= 5 and agreement["snr_db_delta"] >= 40, agreement

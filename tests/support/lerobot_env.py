@@ -140,10 +140,12 @@ SMOLVLA_TASK = "pick up the red block"
 SMOLVLA_CAMERAS = {"front": [3, 48, 80], "wrist": [3, 48, 80]}  # wider than tall: resized with padding to 64
 
 
-def write_tokenizer(directory: Path) -> None:
+TEST_WORDS = tuple("pick up the red block put green cube on stack push left right".split())
+
+
+def write_tokenizer(directory: Path, words: tuple[str, ...] = TEST_WORDS) -> None:
     """A word-level tokenizer made with the `tokenizers` library (no hub here): a BOS added by its post-processor
     and the newline as its own token, so a missing prompt suffix or special token changes the ids."""
-    words = "pick up the red block put green cube on stack push left right".split()
     vocab = {"<pad>": 0, "<unk>": 1, "<bos>": 2, "\n": 3, **{w: i + 4 for i, w in enumerate(words)}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(" ", "removed"),
@@ -155,15 +157,23 @@ def write_tokenizer(directory: Path) -> None:
         "bos_token": "<bos>", "model_max_length": 512}))
 
 
+def write_smolvla_vlm(directory: Path, words: tuple[str, ...] = TEST_WORDS) -> Path:
+    """A SmolVLM directory at test size (config.json of smolvla_config.tiny, a word-level tokenizer of `words`):
+    what SmolVLAConfig.vlm_model_name names when no hub is reachable."""
+    from omni_vla_policies.vla.smolvla_config import tiny  # torch: the 3.11 suite only
+
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(tiny().vlm_config()))
+    write_tokenizer(directory, words)
+    return directory
+
+
 def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
     """root/vlm (config + tokenizer), root/ref/pretrained_model and root/ref/io.npz from LeRobot's own code."""
     from omni_vla_policies.vla.smolvla_config import tiny  # torch: the 3.11 suite only
 
     arch = tiny()
-    vlm = root / "vlm"
-    vlm.mkdir(parents=True)
-    (vlm / "config.json").write_text(json.dumps(arch.vlm_config()))
-    write_tokenizer(vlm)
+    vlm = write_smolvla_vlm(root / "vlm")
     fields = {"num_vlm_layers": arch.num_vlm_layers, "chunk_size": arch.chunk_size, "n_action_steps": arch.chunk_size,
               "num_steps": arch.num_steps, "max_state_dim": arch.max_state_dim, "max_action_dim": arch.max_action_dim,
               "tokenizer_max_length": tokenizer_max_length, "resize_imgs_with_padding": [64, 64]}

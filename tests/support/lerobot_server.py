@@ -27,15 +27,24 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from openpi_client import msgpack_numpy  # noqa: E402
 from websockets.asyncio.server import serve  # noqa: E402
+from smolvla_vlm import stand_in_for_checkpoint  # noqa: E402
 
 
 def load(checkpoint: Path):
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
     kind = json.loads((checkpoint / "config.json").read_text())["type"]
+    stand_in_for_checkpoint(checkpoint)
     policy = get_policy_class(kind).from_pretrained(checkpoint).eval()
     pre, post = make_pre_post_processors(policy.config, pretrained_path=str(checkpoint))
     return kind, policy, pre, post
+
+
+def padded_noise(noise: np.ndarray, config) -> torch.Tensor:
+    """[1, H, max_action_dim]: the request's [H, D] noise, zero beyond the action's D (as the bundle pads it)."""
+    out = torch.zeros(1, noise.shape[0], getattr(config, "max_action_dim", noise.shape[1]))
+    out[0, :, :noise.shape[1]] = torch.from_numpy(np.array(noise))
+    return out
 
 
 def main(checkpoint: Path, port_file: Path) -> None:
@@ -47,7 +56,7 @@ def main(checkpoint: Path, port_file: Path) -> None:
     def act(obs: dict) -> dict:
         batch = {k: (torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v)
                  for k, v in obs.items() if k != "noise"}
-        extra = {"noise": torch.from_numpy(np.array(obs["noise"]))[None]} if "noise" in obs else {}
+        extra = {"noise": padded_noise(obs["noise"], policy.config)} if "noise" in obs else {}
         chunk = post(policy.predict_action_chunk(pre(batch), **extra))
         return {"actions": chunk.numpy()[0].astype(np.float32)}
 

@@ -16,22 +16,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-
-class _StubProcessor:
-    """SmolVLAPolicy reads two image-token ids from the VLM's processor at construction (used only with
-    add_image_special_tokens, off); the image processor itself is not shipped with a tokenizer-only VLM dir."""
-
-    @staticmethod
-    def from_pretrained(*_args, **_kwargs) -> SimpleNamespace:
-        return SimpleNamespace(tokenizer=SimpleNamespace(fake_image_token_id=0, global_image_token_id=0))
+from smolvla_vlm import TokenizerOnlyProcessor  # noqa: E402
 
 
 def _stats(rng: np.random.Generator, dim: int, given: dict | None) -> dict[str, torch.Tensor]:
@@ -52,7 +43,7 @@ def main(out: Path, spec: dict) -> None:
     from lerobot.policies.smolvla.processor_smolvla import make_smolvla_pre_post_processors
     from lerobot.utils.constants import OBS_LANGUAGE_ATTENTION_MASK, OBS_LANGUAGE_TOKENS
 
-    swe.AutoProcessor = _StubProcessor
+    swe.AutoProcessor = TokenizerOnlyProcessor
     inputs = {f"observation.images.{c}": PolicyFeature(FeatureType.VISUAL, tuple(s)) for c, s in spec["cameras"].items()}
     inputs["observation.state"] = PolicyFeature(FeatureType.STATE, (spec["state_dim"],))
     outputs = {"action": PolicyFeature(FeatureType.ACTION, (spec["action_dim"],))}
