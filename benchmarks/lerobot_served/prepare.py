@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,30 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 SUPPORT = REPO / "tests" / "support"
 sys.path.insert(0, str(SUPPORT))
 
-from lerobot_env import PANDA_JOINTS, lerobot_python, smolvla_python, write_smolvla_vlm  # noqa: E402
-from omni_vla_sim.tasks import TASKS  # noqa: E402
-
-COMMON = ["--dataset.repo_id=local/omni_vla", "--policy.device=cpu", "--policy.push_to_hub=false",
-          "--wandb.enable=false", "--batch_size=32", "--num_workers=1", "--seed=0"]
-# docs/lerobot.md's recipe.
-ACT = ["--policy.type=act", "--policy.pretrained_backbone_weights=null", "--policy.dim_model=256",
-       "--policy.n_heads=8", "--policy.dim_feedforward=1024", "--policy.n_encoder_layers=4",
-       "--policy.n_decoder_layers=1", "--policy.use_vae=false", "--policy.chunk_size=20",
-       "--policy.n_action_steps=10", "--policy.optimizer_lr=1e-4", "--policy.optimizer_lr_backbone=1e-4"]
-# SmolVLA at test size (smolvla_config.tiny's VLM), every part trained: with no pretrained VLM a frozen vision
-# encoder would be frozen noise. One second of actions per chunk at 20 Hz; the published 10 flow steps.
-SMOLVLA = ["--policy.type=smolvla", "--policy.load_vlm_weights=false", "--policy.num_vlm_layers=4",
-           "--policy.chunk_size=20", "--policy.n_action_steps=20", "--policy.num_steps=10",
-           "--policy.max_state_dim=8", "--policy.max_action_dim=8", "--policy.tokenizer_max_length=16",
-           "--policy.resize_imgs_with_padding=[64,64]", "--policy.freeze_vision_encoder=false",
-           "--policy.train_expert_only=false"]
+from lerobot_env import PANDA_JOINTS  # noqa: E402
+from lerobot_recipes import task_vlm, train  # noqa: E402
 
 
-def run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+def run(cmd: list[str], log: Path) -> None:
     with open(log, "w") as sink:
-        rc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO, env=env).returncode
+        rc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO).returncode
     if rc != 0:
-        sys.exit(f"{cmd[0]} ... exited {rc}: see {log}")
+        sys.exit(f"{' '.join(cmd[:4])} ... exited {rc}: see {log}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,30 +43,26 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
 
-    def step(name: str, done: Path, cmd: list[str], env: dict[str, str] | None = None) -> None:
+    def step(name: str, done: Path, cmd: list[str]) -> None:
         if done.exists():
             return
         t0 = time.monotonic()
-        run(cmd, work / f"{name}.log", env)
+        run(cmd, work / f"{name}.log")
         seconds[name] = round(time.monotonic() - t0, 1)
 
     step("collect", work / "demos", [*cli, "collect", "--episodes", str(args.episodes), "--workers", "2",
                                      "--image-size", "64", "--out", str(work / "demos")])
     step("dataset", work / "lerobot_demos", [*cli, "dataset", "lerobot", str(work / "demos"), "--out",
                                               str(work / "lerobot_demos")])
-    recipe, python = ACT, lerobot_python()
-    if args.policy == "smolvla":
-        words = tuple(sorted({w for t in TASKS.values() for i in t.instructions for w in i.text.split()}))
-        if not (work / "vlm").is_dir():
-            write_smolvla_vlm(work / "vlm", words)
-        recipe, python = [*SMOLVLA, f"--policy.vlm_model_name={work / 'vlm'}"], smolvla_python()
     trained = work / args.policy
     checkpoint = trained / "checkpoints" / "last" / "pretrained_model"
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"), "HF_HUB_OFFLINE": "1",
-           "WANDB_MODE": "disabled", "PYTHONPATH": str(SUPPORT)}
-    step("train", checkpoint, [str(python), str(SUPPORT / "lerobot_train.py"), *COMMON, *recipe,
-                               f"--dataset.root={work / 'lerobot_demos'}", f"--steps={args.steps}",
-                               f"--save_freq={args.steps}", f"--output_dir={trained}"], env)
+    vlm = work / "vlm" if args.policy == "smolvla" else None
+    if vlm is not None and not vlm.is_dir():
+        task_vlm(vlm)
+    if not checkpoint.exists():
+        t0 = time.monotonic()
+        train(args.policy, work / "lerobot_demos", trained, args.steps, vlm, log=work / "train.log")
+        seconds["train"] = round(time.monotonic() - t0, 1)
     bundle = work / f"{args.policy}_bundle"
     extra = (["--instructions", str(work / "lerobot_demos" / "meta" / "omni_vla_instructions.json")]
              if args.policy == "act" else [])

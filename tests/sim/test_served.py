@@ -86,3 +86,28 @@ def test_the_imported_smolvla_agrees_with_lerobots_own_at_every_step_of_an_evalu
     agreement = report["served"]
     print(agreement)
     assert agreement["chunks"] >= 5 and agreement["snr_db_delta"] >= 40, agreement
+
+
+@pytest.mark.slow
+def test_a_smolvla_trained_by_lerobot_train_on_our_demonstrations_agrees_served_and_imported(tmp_path: Path) -> None:
+    """The user's path end to end: our demonstrations as a LeRobotDataset, LeRobot's own training entry point, the
+    checkpoint it saved imported, then LeRobot's code and the bundle side by side in an evaluation."""
+    from lerobot_recipes import task_vlm, train
+
+    from omni_vla_sim import collect
+    from omni_vla_sim.lerobot_dataset import convert
+    from omni_vla_sim.served import evaluate_served
+
+    assert collect.main(["--episodes", "1", "--workers", "2", "--image-size", "64", "--out",
+                         str(tmp_path / "demos")]) == 0
+    convert(tmp_path / "demos", tmp_path / "dataset")
+    checkpoint = train("smolvla", tmp_path / "dataset", tmp_path / "run" / "smolvla", steps=10,
+                       vlm=task_vlm(tmp_path / "vlm"), timeout=900)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["type"] == "smolvla" and config["input_features"]["observation.images.front"]["shape"] == [3, 64, 64]
+    bundle = imported_bundle(checkpoint.parent, PANDA_JOINTS, "panda_finger_joint1")
+    with served_policy(checkpoint, smolvla_python()) as url:
+        report = evaluate_served(_settings(bundle, episodes=1, noise_scale=1.0), url, checkpoint)
+    agreement = report["served"]
+    print(agreement)
+    assert agreement["chunks"] >= 2 and agreement["snr_db_delta"] >= 40, agreement
