@@ -5,8 +5,9 @@ demonstrations, then imported.
 
 Steps whose output exists in WORK are not redone: WORK/demos (omni-vla collect, 64 px), WORK/lerobot_demos
 (omni-vla dataset lerobot), for SmolVLA WORK/vlm (a test-size SmolVLM config and a word-level tokenizer of every
-instruction's words: no hub here), WORK/<policy> (lerobot_train in LeRobot's venv), WORK/<policy>_bundle (omni-vla import
-lerobot, MNN and ExecuTorch). Prints {step: seconds} and the checkpoint and bundle paths as JSON.
+instruction's words: no hub here), WORK/<policy> (lerobot_train in LeRobot's venv, tests/support/lerobot_recipes.py),
+WORK/<policy>_bundle (omni-vla import lerobot, MNN and ExecuTorch). Prints {step: seconds} and the checkpoint and
+bundle paths as JSON.
 """
 from __future__ import annotations
 
@@ -61,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         task_vlm(vlm)
     if not checkpoint.exists():
         t0 = time.monotonic()
-        train(args.policy, work / "lerobot_demos", trained, args.steps, vlm, log=work / "train.log")
+        train(args.policy, work / "lerobot_demos", trained, args.steps, vlm, log=work / f"train_{args.policy}.log")
         seconds["train"] = round(time.monotonic() - t0, 1)
     bundle = work / f"{args.policy}_bundle"
     extra = (["--instructions", str(work / "lerobot_demos" / "meta" / "omni_vla_instructions.json")]
              if args.policy == "act" else [])
-    step("import", bundle, [*cli, "import", "lerobot", str(checkpoint), "--out", str(bundle), "--joint-names",
-                            ",".join(PANDA_JOINTS), "--rate-hz", "20", "--gripper", PANDA_JOINTS[-1], *extra])
+    step(f"import_{args.policy}", bundle, [*cli, "import", "lerobot", str(checkpoint), "--out", str(bundle),
+                                           "--joint-names", ",".join(PANDA_JOINTS), "--rate-hz", "20", "--gripper",
+                                           PANDA_JOINTS[-1], *extra])
     print(json.dumps({"seconds": seconds, "checkpoint": str(checkpoint), "bundle": str(bundle)}))
     return 0
 

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     common: dict[str, Any] = {"episodes": args.episodes, "image_size": args.image_size, "strategy": "naive",
                               "execution_horizon": 0, **({"tasks": tuple(args.tasks)} if args.tasks else {})}
     t0 = time.monotonic()
-    policies = [served_vs_imported(c, b, args.backends.split(","), common) for c, b in zip(args.checkpoint, args.bundle)]
+    policies = [served_vs_imported(c, b, args.backends.split(","), common)
+                for c, b in zip(args.checkpoint, args.bundle)]
     reference = None
     if not args.no_reference:
         ref = EvalSettings(backend="mnn", bundle_dir=REPO / "bundles" / "reference",
