@@ -16,9 +16,12 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "support"))
@@ -37,17 +40,39 @@ def run_summary(name: str, report: dict[str, Any]) -> dict[str, Any]:
             "mean_episode_length": report["overall"]["mean_episode_length"]}
 
 
+def same_episodes(served: Path, imported: Path, tol: float = 1e-4) -> dict[str, Any]:
+    """Episode by episode (same seeds): how many ended alike (success and length), the largest difference of any
+    action the loop sent, and where the two runs' actions first parted by more than `tol` (closed loop, a
+    difference far below the policy's own can still grow through contact)."""
+    a, b = (json.loads((d / "episodes.json").read_text()) for d in (served, imported))
+    alike = sum((x["seed"], x["success"], x["steps"]) == (y["seed"], y["success"], y["steps"]) for x, y in zip(a, b))
+    diffs, parted = [], []
+    for x, y in zip(a, b):
+        n = min(len(x["actions"] or ()), len(y["actions"] or ()))
+        if n == 0:
+            continue
+        d = np.max(np.abs(np.array(x["actions"][:n]) - np.array(y["actions"][:n])), axis=1)
+        diffs.append(float(d.max(initial=0.0)))
+        if (d > tol).any():
+            parted.append({"task": x["task"], "seed": x["seed"], "step": int(np.argmax(d > tol)), "of": n,
+                           "success": [x["success"], y["success"]]})
+    return {"episodes_alike": alike, "episodes": len(a), "max_action_diff": max(diffs, default=None),
+            "parted": parted}
+
+
 def served_vs_imported(checkpoint: Path, bundle: Path, backends: list[str], common: dict[str, Any]) -> dict[str, Any]:
     """One policy: per backend, LeRobot's chunks driving with the bundle alongside, then the bundle alone."""
     kind = json.loads((checkpoint / "config.json").read_text()).get("type")
     runs, agreement = [], {}
-    with served_policy(checkpoint, PYTHONS[kind]()) as url:
+    with served_policy(checkpoint, PYTHONS[kind]()) as url, tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
             settings = EvalSettings(backend=backend, bundle_dir=bundle, **common)
-            served = evaluate_served(settings, url, checkpoint)
-            agreement[backend] = served["served"]
+            served_dir, imported_dir = Path(tmp) / f"{backend}_served", Path(tmp) / f"{backend}_imported"
+            served = evaluate_served(settings, url, checkpoint, out=served_dir)
+            imported = evaluate(settings, workers=1, progress=False, out=imported_dir)
+            agreement[backend] = {**served["served"], **same_episodes(served_dir, imported_dir)}
             runs.append(run_summary(f"{kind} served by LeRobot (bundle on {backend} alongside)", served))
-            runs.append(run_summary(f"{kind} imported, {backend}", evaluate(settings, workers=1, progress=False)))
+            runs.append(run_summary(f"{kind} imported, {backend}", imported))
             print(json.dumps({"policy": kind, "backend": backend, **agreement[backend]}), file=sys.stderr)
     return {"policy": kind, "checkpoint": str(checkpoint), "bundle": str(bundle), "agreement": agreement, "runs": runs}
 

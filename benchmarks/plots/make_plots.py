@@ -334,8 +334,8 @@ def plot_served(d: dict, out: Path) -> None:
     policies = d["policies"]
     fig, axes = plt.subplots(len(policies), 1, figsize=(12, 4.5 * len(policies)), squeeze=False)
     for ax, p in zip(axes[:, 0], policies):
-        agree = ", ".join(f"{b}: {a['snr_db_delta']:.1f} dB over {a['chunks']} chunks"
-                          for b, a in p["agreement"].items())
+        agree = ", ".join(f"{b}: {a['snr_db_delta']:.1f} dB over {a['chunks']} chunks, "
+                          f"{a['episodes_alike']}/{a['episodes']} episodes alike" for b, a in p["agreement"].items())
         runs = p["runs"] + ([d["reference"]] if d.get("reference") else [])
         _per_task(ax, runs, f"{p['policy']}: {d['what']}\nper-step agreement (chunk minus joint state, SNR): {agree}")
     _save(fig, out)
@@ -362,6 +362,7 @@ PLOTS = {
     "ros/shutdown.json": plot_shutdown,
     "ros/soak_1h.json": plot_soak,
     "ros/soak_smolvla_5min.json": plot_soak,
+    "lerobot_served/served.json": plot_served,
 }
 
 
