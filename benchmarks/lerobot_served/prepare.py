@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -62,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         task_vlm(vlm)
     if not checkpoint.exists():
         t0 = time.monotonic()
-        train(args.policy, work / "lerobot_demos", trained, args.steps, vlm, log=work / f"train_{args.policy}.log")
+        log = work / f"train_{args.policy}.log"
+        try:
+            train(args.policy, work / "lerobot_demos", trained, args.steps, vlm, log=log)
+        except RuntimeError as exc:
+            shutil.rmtree(trained, ignore_errors=True)  # a rerun trains afresh instead of meeting a half-written run
+            sys.exit(f"{str(exc).splitlines()[0].rstrip(':')}: see {log}")
         seconds["train"] = round(time.monotonic() - t0, 1)
     bundle = work / f"{args.policy}_bundle"
     extra = (["--instructions", str(work / "lerobot_demos" / "meta" / "omni_vla_instructions.json")]

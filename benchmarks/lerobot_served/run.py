@@ -94,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(args.checkpoint)} --checkpoint for {len(args.bundle)} --bundle; expected one bundle per "
               "checkpoint", file=sys.stderr)
         return 2
-    for checkpoint in args.checkpoint:
+    for checkpoint, bundle in zip(args.checkpoint, args.bundle):
+        if not (checkpoint / "config.json").is_file() or not (bundle / "manifest.json").is_file():
+            print(f"{checkpoint} / {bundle}: expected a LeRobot pretrained_model directory (config.json) and the "
+                  "bundle imported from it (manifest.json)", file=sys.stderr)
+            return 2
         kind = json.loads((checkpoint / "config.json").read_text()).get("type")
         if kind not in PYTHONS:
             print(f"{checkpoint}: policy type {kind!r}; expected one of {', '.join(PYTHONS)}", file=sys.stderr)
