@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from safetensors.torch import load_file
 
 from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.runtime.bundle import sha256_file
@@ -24,7 +23,7 @@ from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, STATE_KEY, Affine,
 from omni_vla_policies.lerobot_smolvla import find_tokenizer
 from omni_vla_policies.vla.imported import vla_manifest, write_imported_bundle
 from omni_vla_policies.vla.pi0_model import (GEMMA_HEADS, SIGLIP_HEAD_DIM, GemmaArch, Pi0, Pi0Arch,
-                                             load_lerobot_state_dict)
+                                             load_lerobot_weights)
 from omni_vla_policies.vla.smolvla_config import VisionArch
 
 KINDS = ("pi0", "pi05")
@@ -155,7 +154,7 @@ def build_pi0(arch: Pi0Arch, weights: Path) -> Pi0:
     """Our stages' model with the checkpoint's weights."""
     model = Pi0(arch).eval()
     try:
-        load_lerobot_state_dict(model, load_file(str(weights)))
+        load_lerobot_weights(model, weights)
     except ValueError as exc:
         raise CheckpointError(f"{weights}: {str(exc).splitlines()[0]}") from exc
     return model

@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
 from omni_vla.backends import ARTIFACT_FORMATS
 from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioner, export_onnx, export_pte, versions
-from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_state_dict
+from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_weights
 from omni_vla_policies.vla.stages import stage_inputs, stage_modules
 from omni_vla_policies.vla.smolvla_config import SIZES, SmolVLAArch
 
@@ -32,7 +31,7 @@ def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> Smol
     torch.manual_seed(seed)
     model = SmolVLA(arch).eval()
     if weights is not None:
-        load_lerobot_state_dict(model, load_file(str(weights)))
+        load_lerobot_weights(model, weights)
     return model
 
 

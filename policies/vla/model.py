@@ -1,5 +1,5 @@
 """SmolVLA in plain torch, layer for layer as LeRobot 0.4.4 computes it (smolvlm_with_expert.py, modeling_smolvla.py),
-with parameter names that load LeRobot's state_dict (`load_lerobot_state_dict`).
+with parameter names that load LeRobot's state_dict (`load_lerobot_weights`).
 
 Plain modules instead of transformers' classes: every op is one the exporters take with static shapes (no
 cache objects, no attention-implementation dispatch, no data-dependent control flow). The arithmetic is
@@ -11,12 +11,14 @@ against LeRobot's own code is what shows the rewrite is exact.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
 from omni_vla_policies.vla.smolvla_config import SmolVLAArch, TextArch, VisionArch
+from omni_vla_policies.vla.weights import prefix_rename, stream_weights
 
 
 class RowMean(nn.Module):
@@ -230,21 +232,13 @@ class SmolVLA(nn.Module):
         return n > 0 and layer % n == 0
 
 
-def load_lerobot_state_dict(model: SmolVLA, state: dict[str, Tensor]) -> None:
-    """Load SmolVLAPolicy.state_dict() (LeRobot's names); the VLM's lm_head and final norm are never used."""
-    out = {}
-    for key, value in state.items():
-        for src, dst in (("model.vlm_with_expert.vlm.model.", ""), ("model.vlm_with_expert.lm_expert.", "lm_expert."),
-                         ("model.", "")):
-            if key.startswith(src):
-                out[dst + key[len(src):]] = value
-                break
-    out = {k: v for k, v in out.items() if not k.startswith("vlm_with_expert.vlm.lm_head")}
-    missing, unexpected = model.load_state_dict(out, strict=False)
-    unexpected = [k for k in unexpected if not k.startswith("text_model.norm")]
-    if missing or unexpected:
-        raise ValueError(f"LeRobot SmolVLA state_dict does not match the architecture: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}")
+LEROBOT_NAMES = prefix_rename((("model.vlm_with_expert.vlm.model.", ""), ("model.vlm_with_expert.lm_expert.", "lm_expert."),
+                               ("model.", "")), ("vlm_with_expert.vlm.lm_head",))
+
+
+def load_lerobot_weights(model: SmolVLA, path: str | Path) -> None:
+    """Load SmolVLAPolicy's model.safetensors (LeRobot's names) tensor by tensor; the VLM's lm_head is never used."""
+    stream_weights(model, path, LEROBOT_NAMES, "LeRobot SmolVLA state_dict")
 
 
 def fitted_size(hw: tuple[int, int], size: int) -> tuple[int, int]:

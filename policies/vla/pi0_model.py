@@ -15,6 +15,7 @@ Arithmetic is laid out for XNNPACK as in model.py (RowMean norms, one additive m
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -24,6 +25,7 @@ from torch import Tensor, nn
 from omni_vla_policies.vla.model import (FinishStage, LayerNorm, RowMean, VisionLayer, apply_rope, attention,
                                          example_lang_mask, fitted_size, gelu_tanh, mask_bias, time_embedding)
 from omni_vla_policies.vla.smolvla_config import StagedVlaShape, VisionArch
+from omni_vla_policies.vla.weights import prefix_rename, stream_weights
 
 # LeRobot's compute_layer_complete reshapes the joint attention with `1 * 8 * head_dim`: 8 query heads, always.
 GEMMA_HEADS = 8
@@ -215,20 +217,10 @@ UNUSED = ("paligemma_with_expert.paligemma.lm_head.", "paligemma_with_expert.gem
           "language_model.norm.")  # after the prefixes are stripped
 
 
-def load_lerobot_state_dict(model: Pi0, state: dict[str, Tensor]) -> None:
-    """Load PI0Policy / PI05Policy.state_dict() (LeRobot's names); the two lm_heads and the VLM's final norm are
-    never used at inference."""
-    out = {}
-    for key, value in state.items():
-        for src, dst in PREFIXES:
-            if key.startswith(src):
-                out[dst + key[len(src):]] = value
-                break
-    out = {k: v for k, v in out.items() if not k.startswith(UNUSED)}
-    missing, unexpected = model.load_state_dict(out, strict=False)
-    if missing or unexpected:
-        raise ValueError(f"LeRobot pi0 state_dict does not match the architecture: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}")
+def load_lerobot_weights(model: Pi0, path: str | Path) -> None:
+    """Load PI0Policy / PI05Policy's model.safetensors (LeRobot's names) tensor by tensor; the two lm_heads and the
+    VLM's final norm are never used at inference."""
+    stream_weights(model, path, prefix_rename(PREFIXES, UNUSED), "LeRobot pi0 state_dict")
 
 
 def centred_fit(hw: tuple[int, int], size: int) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
