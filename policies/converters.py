@@ -24,13 +24,15 @@ from omni_vla_policies.lowering_cache import cache_dir, lowered, program_key
 
 def _without_unused_buffers(module: nn.Module, args: tuple[Tensor, ...]) -> nn.Module:
     """A copy of `module` without the buffers its forward never reads (ExecuTorch would store them all:
-    each flow program holds the whole folded head, and init/finish use a few of its tensors)."""
+    each flow program holds the whole folded head, and init/finish use a few of its tensors). The copy shares the
+    original's tensors: a stage that reaches a 13 GB model must not hold it twice while exporting."""
     ep = torch.export.export(module, args, strict=False)
     unused = {n.name for n in ep.graph.nodes if n.op == "placeholder" and not n.users}
     targets = [s.target for s in ep.graph_signature.input_specs if s.arg.name in unused and s.target is not None]
     if not targets:
         return module
-    module = copy.deepcopy(module)
+    shared = {id(t): t for t in (*module.parameters(), *module.buffers())}
+    module = copy.deepcopy(module, shared)  # new module objects around the same tensors: no second copy of the weights
     for target in targets:
         owner, _, name = target.rpartition(".")
         delattr(module.get_submodule(owner), name)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from omni_vla_policies.converters import export_pte
+from omni_vla_policies.converters import _without_unused_buffers, export_pte
 
 BIG = 1 << 18  # float32 elements: 1 MB, far above the rest of the program
 
@@ -63,3 +63,22 @@ def test_buffer_the_graph_never_reads_is_not_stored_and_one_it_reads_is(tmp_path
     assert unused.stat().st_size < BIG * 4 // 2 < used.stat().st_size
     np.testing.assert_allclose(_run(unused, x), x.numpy() * 2.0, atol=0)
     np.testing.assert_allclose(_run(used, x), x.numpy(), atol=0)
+
+
+class _Stage(nn.Module):
+    """A stage reaching a large model of which it reads one weight and none of its buffers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = _NeverNamesBuffer()
+        self.model.weight = nn.Parameter(torch.full((4,), 3.0))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * self.model.weight
+
+
+def test_leaving_buffers_out_shares_the_weights_and_keeps_the_original_whole() -> None:
+    stage = _Stage().eval()
+    pruned = _without_unused_buffers(stage, (torch.randn(3, 4),))
+    assert not hasattr(pruned.model, "big") and stage.model.big.numel() == BIG
+    assert pruned.model.weight.data_ptr() == stage.model.weight.data_ptr()
