@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="SmolVLA / pi0: the tokenizer.json (default: from vlm_model_name's or the preprocessor's "
                         "tokenizer_name directory, or the HF cache)")
     p.add_argument("--quantize", choices=["int8"], default=None,
-                   help="SmolVLA: int8 variants of every stage (the parity against fp32 goes into the manifest)")
+                   help="SmolVLA, pi0, pi0.5: int8 variants of every stage (the parity against fp32 goes into the "
+                        "manifest)")
     a = p.parse_args(argv)
     backends = tuple(b for b in a.backends.split(",") if b)
     bad = [b for b in backends if b not in BACKENDS]
@@ -146,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         kind = checkpoint_kind(a.checkpoint)
         if kind == "smolvla":
             m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize)
-        elif a.quantize:
-            raise CheckpointError(f"--quantize applies to SmolVLA checkpoints; this one is {kind}")
         elif kind in ("pi0", "pi05"):
-            m = import_pi0(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer)
+            m = import_pi0(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize)
+        elif a.quantize:
+            raise CheckpointError(f"--quantize applies to SmolVLA, pi0 and pi0.5 checkpoints; this one is {kind}")
         elif a.tokenizer:
             raise CheckpointError("--tokenizer applies to SmolVLA and pi0 checkpoints; this one is an ACT")
         else:

@@ -21,7 +21,7 @@ from omni_vla.runtime.vla_manifest import VLAManifest
 from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, STATE_KEY, Affine, CheckpointError, affine_map,
                                                    check_robot, read_json, read_normalizer, read_vla_features)
 from omni_vla_policies.lerobot_smolvla import find_tokenizer
-from omni_vla_policies.vla.imported import vla_manifest, write_imported_bundle
+from omni_vla_policies.vla.imported import QUANTIZATION, vla_manifest, write_imported_bundle
 from omni_vla_policies.vla.pi0_model import (GEMMA_HEADS, SIGLIP_HEAD_DIM, GemmaArch, Pi0, Pi0Arch,
                                              load_lerobot_weights)
 from omni_vla_policies.vla.smolvla_config import VisionArch
@@ -175,11 +175,14 @@ def manifest_for(ck: Pi0Checkpoint, joint_names: list[str], rate_hz: float, grip
 
 def import_pi0(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
                gripper: str | None = None, backends: tuple[str, ...] = ROBOT_BACKENDS,
-               tokenizer: Path | None = None) -> VLAManifest:
+               tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
     """Export every stage with the checkpoint's weights into a kind-"vla" bundle; `out` appears only when whole. Each
     robot runtime's chunk is checked against the eager fp32 stages on one observation (source.parity_db)."""
+    if quantize not in (None, *QUANTIZATION):
+        raise CheckpointError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZATION)}")
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_pi0_checkpoint(src, tokenizer)
     check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
-    return write_imported_bundle(build_pi0(ck.arch, ck.weights), out, ck.tokenizer, backends,
-                                 manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()))
+    return write_imported_bundle(lambda: build_pi0(ck.arch, ck.weights), out, ck.tokenizer, backends,
+                                 manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
+                                 int8=quantize == "int8")

@@ -22,7 +22,8 @@ from omni_vla.runtime.vla_manifest import VLAManifest
 from omni_vla_policies.lerobot_checkpoint import (ACTION_KEY, STATE_KEY, Affine, CheckpointError, affine_map,
                                                    check_robot, read_json, read_normalizer, read_vla_features)
 from omni_vla_policies.vla.export_vla import build
-from omni_vla_policies.vla.imported import vla_manifest, write_imported_bundle
+from omni_vla_policies.vla.model import SmolVLA
+from omni_vla_policies.vla.imported import QUANTIZATION, vla_manifest, write_imported_bundle
 from omni_vla_policies.vla.smolvla_config import PUBLISHED_VLM_CONFIG, SmolVLAArch, TextArch, VisionArch
 
 PUBLISHED_VLM = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
@@ -133,10 +134,6 @@ def manifest_for(ck: SmolVLACheckpoint, joint_names: list[str], rate_hz: float, 
         language={"tokenizer": f"{ck.vlm} tokenizer", "prompt_suffix": PROMPT_SUFFIX})
 
 
-QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 activations quantised per call "
-                        "(torchao, XNNPACK); MNN: int8 weights (--weightQuantBits 8); onnxruntime: dynamic int8"}
-
-
 def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
                    gripper: str | None = None, backends: tuple[str, ...] = ROBOT_BACKENDS,
                    tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
@@ -148,11 +145,13 @@ def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: lis
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_smolvla_checkpoint(src, tokenizer)
     check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
-    try:
-        model = build(ck.arch, ck.weights)
-    except ValueError as exc:
-        raise CheckpointError(f"{ck.weights}: {str(exc).splitlines()[0]}") from exc
-    return write_imported_bundle(model, out, ck.tokenizer, backends,
+
+    def built() -> SmolVLA:
+        try:
+            return build(ck.arch, ck.weights)
+        except ValueError as exc:
+            raise CheckpointError(f"{ck.weights}: {str(exc).splitlines()[0]}") from exc
+
+    return write_imported_bundle(built, out, ck.tokenizer, backends,
                                  manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
-                                 int8=quantize == "int8",
-                                 source_extra={"quantization": QUANTIZATION.get(quantize or "", "none")})
+                                 int8=quantize == "int8")

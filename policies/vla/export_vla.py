@@ -51,33 +51,34 @@ def export_int8(module: torch.nn.Module, args: tuple, name: str, out: Path, back
     return out / f"{name}.mnn"
 
 
-def int8_dynamic(model: SmolVLA) -> SmolVLA:
-    """A copy with every nn.Linear as int8 weights (per output channel) and int8 activations quantised per call
-    (torchao), the form XNNPACK runs as dynamically quantised GEMMs."""
+def int8_dynamic(model: SmolVLA, in_place: bool = False) -> SmolVLA:
+    """A copy (or, `in_place`, the model itself) with every nn.Linear as int8 weights (per output channel) and int8
+    activations quantised per call (torchao), the form XNNPACK runs as dynamically quantised GEMMs."""
     from torchao.quantization.granularity import PerAxis  # optional: extra "export", int8 variant only
     from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig, quantize_  # optional: extra "export", int8 variant only
 
-    q = copy.deepcopy(model)
+    q = model if in_place else copy.deepcopy(model)
     quantize_(q, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int8, weight_granularity=PerAxis(0)))
     return q.eval()
 
 
 def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = ARTIFACT_FORMATS, stages: tuple[str, ...] | None = None,
-                  log=print, int8: bool = False, delegate: str = "xnnpack") -> dict:  # noqa: ANN001
+                  log=print, int8: bool = False, delegate: str = "xnnpack", in_place: bool = False) -> dict:  # noqa: ANN001
     """Each stage to each backend (int8: the quantised onnx/mnn variants); returns {stage: {backend: {"bytes",
-    "export_s"}}}."""
+    "export_s"}}}. `in_place` with int8: the model itself is quantised for ExecuTorch, after every other backend's
+    artifacts are written from its float weights (a 3.3 B pi0 cannot hold a float and a quantised copy at once)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "arch.json").write_text(model.arch.model_dump_json(indent=1))
     mods, ins = stage_modules(model), stage_inputs(model)
-    qmods = stage_modules(int8_dynamic(model)) if int8 and "executorch" in backends else {}
-    report: dict = {}
-    for name in stages or tuple(mods):
-        in_names, out_names = STAGE_IO[name]
-        report[name] = {}
-        with torch.no_grad():
-            for backend in backends:
+    qmods: dict = {}
+    report: dict = {name: {} for name in stages or tuple(mods)}
+    for backend in sorted(backends, key=lambda b: b == "executorch"):  # ExecuTorch last: it may quantise in place
+        for name in report:
+            in_names, out_names = STAGE_IO[name]
+            with torch.no_grad():
                 t0 = time.perf_counter()
                 if int8 and backend == "executorch":
+                    qmods = qmods or stage_modules(int8_dynamic(model, in_place))
                     path = out / f"{name}.pte"
                     export_pte(qmods[name], ins[name], path)
                 elif int8:

@@ -57,22 +57,32 @@ def vla_manifest(*, policy: str, source: dict, arch: Any, cameras: list[str], tm
     })
 
 
-def write_imported_bundle(model: nn.Module, out: Path, tokenizer: Path, backends: tuple[str, ...],
-                          manifest_for: Callable[[Path, tuple[str, ...]], VLAManifest], int8: bool = False,
-                          source_extra: dict | None = None) -> VLAManifest:
-    """Export every stage of `model` for `backends` (MNN converts from ONNX, so the .onnx is listed too), ship the
-    tokenizer, write the manifest, then measure each robot runtime's chunk against the eager fp32 model on one
-    observation and record it (source.parity_db): `out` appears only when all of that succeeded."""
+QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 activations quantised per call "
+                        "(torchao, XNNPACK); MNN: int8 weights (--weightQuantBits 8); onnxruntime: dynamic int8"}
+
+
+def write_imported_bundle(build: Callable[[], nn.Module], out: Path, tokenizer: Path, backends: tuple[str, ...],
+                          manifest_for: Callable[[Path, tuple[str, ...]], VLAManifest],
+                          int8: bool = False) -> VLAManifest:
+    """Export every stage of the model `build` makes for `backends` (MNN converts from ONNX, so the .onnx is listed
+    too), ship the tokenizer, write the manifest, then measure each robot runtime's chunk against the eager fp32
+    model on one observation and record it (source.parity_db): `out` appears only when all of that succeeded.
+    An int8 export quantises the model in place (one model's weights in memory, not two) and the parity is then
+    measured against a second, float build."""
     listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))
     with new_bundle_dir(out) as tmp:
+        model = build()
         export_stages(model, tmp, backends=tuple(b for b in ARTIFACT_FORMATS if b in listed), log=lambda _s: None,
-                      int8=int8)
+                      int8=int8, in_place=True)
+        if int8:
+            del model
+            model = build()
         shutil.copyfile(tokenizer, tmp / "tokenizer.json")
         manifest = manifest_for(tmp, listed)
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
         with native_stdout_silenced():  # MNN prints to fd 1
             parity = self_parity(tmp, model, tuple(b for b in backends if b in ROBOT_BACKENDS))
         manifest = manifest.model_copy(update={"source": {**manifest.source, "parity_db": parity,
-                                                          **(source_extra or {})}})
+                                                          "quantization": QUANTIZATION["int8"] if int8 else "none"}})
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
     return manifest

@@ -107,6 +107,21 @@ def test_the_imported_bundle_matches_lerobots_pipeline_end_to_end(reference: Pat
     assert res["tokens_match"] and res["snr_db"] >= PARITY_DB, res
 
 
+def test_an_int8_variant_states_a_parity_that_holds_against_lerobot(reference: Path, tmp_path: Path) -> None:
+    """Quantised in place (a full-size pi0 cannot hold a float and an int8 copy at once), its figure measured against
+    a second float build; LeRobot's own pipeline on another observation must tell the same story (within 6 dB)."""
+    out = tmp_path / "int8"
+    res = import_cli(str(reference / "pretrained_model"), "--out", str(out), "--joint-names", ",".join(JOINTS),
+                     "--rate-hz", "30", "--gripper", GRIPPER, "--backends", "executorch", "--quantize", "int8")
+    assert res.returncode == 0, res.stderr[-3000:]
+    m = read_vla_manifest(out)
+    assert "int8" in m.source["quantization"] and set(m.source["parity_db"]) == {"executorch"}
+    stated = m.source["parity_db"]["executorch"]
+    measured = compare(out, dict(np.load(reference / "io.npz")), PI0_TASK, "executorch")["snr_db"]
+    print(json.dumps({"policy": policy_of(reference), "int8_stated_db": stated, "int8_vs_lerobot_db": measured}))
+    assert stated < 80.0 and abs(measured - stated) <= 6.0, (stated, measured)
+
+
 def test_the_state_reaches_the_chunk_and_pi05s_prompt(reference: Path, bundle: Path) -> None:
     """Another state moves the chunk (pi0: through its state token; pi0.5: through its prompt's bins, as its
     prefix ignores the state input)."""
