@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -183,6 +184,6 @@ def import_pi0(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_pi0_checkpoint(src, tokenizer)
     check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
-    return write_imported_bundle(lambda: build_pi0(ck.arch, ck.weights), out, ck.tokenizer, backends,
+    return write_imported_bundle(partial(build_pi0, ck.arch, ck.weights), out, ck.tokenizer, backends,
                                  manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
                                  int8=quantize == "int8")

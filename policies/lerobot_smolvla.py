@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -134,6 +135,14 @@ def manifest_for(ck: SmolVLACheckpoint, joint_names: list[str], rate_hz: float, 
         language={"tokenizer": f"{ck.vlm} tokenizer", "prompt_suffix": PROMPT_SUFFIX})
 
 
+def built(arch: SmolVLAArch, weights: Path) -> SmolVLA:
+    """The model with the checkpoint's weights; a file that does not fit the architecture is refused in one line."""
+    try:
+        return build(arch, weights)
+    except ValueError as exc:
+        raise CheckpointError(f"{weights}: {str(exc).splitlines()[0]}") from exc
+
+
 def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
                    gripper: str | None = None, backends: tuple[str, ...] = ROBOT_BACKENDS,
                    tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
@@ -145,13 +154,6 @@ def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: lis
     src, out = Path(checkpoint_dir), Path(out)
     ck = read_smolvla_checkpoint(src, tokenizer)
     check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
-
-    def built() -> SmolVLA:
-        try:
-            return build(ck.arch, ck.weights)
-        except ValueError as exc:
-            raise CheckpointError(f"{ck.weights}: {str(exc).splitlines()[0]}") from exc
-
-    return write_imported_bundle(built, out, ck.tokenizer, backends,
+    return write_imported_bundle(partial(built, ck.arch, ck.weights), out, ck.tokenizer, backends,
                                  manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
                                  int8=quantize == "int8")

@@ -6,7 +6,9 @@ say what differs: the policy name, the source record, the language block.
 """
 from __future__ import annotations
 
+import multiprocessing
 import shutil
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +21,7 @@ from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT
 from omni_vla.runtime.vla_manifest import VLA_KIND, VLAManifest
 from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_policies.converters import versions
-from omni_vla_policies.lerobot_checkpoint import Affine, new_bundle_dir
+from omni_vla_policies.lerobot_checkpoint import Affine, CheckpointError, new_bundle_dir
 from omni_vla_policies.vla.bundle_vla import stage_specs
 from omni_vla_policies.vla.export_vla import export_stages
 from omni_vla_policies.vla.parity_import import self_parity
@@ -61,27 +63,56 @@ QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 ac
                         "(torchao, XNNPACK); MNN: int8 weights (--weightQuantBits 8); onnxruntime: dynamic int8"}
 
 
+def _export_int8(build: Callable[[], nn.Module], tmp: Path, backends: tuple[str, ...], conn: Connection) -> None:
+    try:
+        export_stages(build(), tmp, backends=backends, log=lambda _s: None, int8=True, in_place=True)
+    except Exception as exc:  # noqa: BLE001 - reported by the parent in one line
+        conn.send(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+        raise SystemExit(1) from None
+    conn.send("")
+
+
+def export_int8_apart(build: Callable[[], nn.Module], tmp: Path, backends: tuple[str, ...]) -> None:
+    """The int8 export in a process of its own. Quantising in place leaves memory this process would keep (a
+    full-size pi0: 9 GB after its 13 GB float build), so the float build the parity needs next starts clean."""
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_export_int8, args=(build, tmp, backends, send), name="int8-export")
+    proc.start()
+    send.close()
+    try:
+        error = recv.recv()
+    except EOFError:
+        error = "it ended without a result"
+    proc.join()
+    if error or proc.exitcode != 0:
+        killed = f" (killed by signal {-proc.exitcode}: out of memory?)" if (proc.exitcode or 0) < 0 else ""
+        raise CheckpointError(f"the int8 export failed{killed}: {error}")
+
+
 def write_imported_bundle(build: Callable[[], nn.Module], out: Path, tokenizer: Path, backends: tuple[str, ...],
                           manifest_for: Callable[[Path, tuple[str, ...]], VLAManifest],
                           int8: bool = False) -> VLAManifest:
-    """Export every stage of the model `build` makes for `backends` (MNN converts from ONNX, so the .onnx is listed
-    too), ship the tokenizer, write the manifest, then measure each robot runtime's chunk against the eager fp32
-    model on one observation and record it (source.parity_db): `out` appears only when all of that succeeded.
-    An int8 export quantises the model in place (one model's weights in memory, not two) and the parity is then
+    """Export every stage of the model `build` makes (a picklable callable) for `backends` (MNN converts from ONNX,
+    so the .onnx is listed too), ship the tokenizer, write the manifest, then measure each robot runtime's chunk
+    against the eager fp32 model on one observation and record it (source.parity_db): `out` appears only when all
+    of that succeeded. An int8 export quantises the model in place in a process of its own, and the parity is
     measured against a second, float build."""
     listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))
+    formats = tuple(b for b in ARTIFACT_FORMATS if b in listed)
     with new_bundle_dir(out) as tmp:
-        model = build()
-        export_stages(model, tmp, backends=tuple(b for b in ARTIFACT_FORMATS if b in listed), log=lambda _s: None,
-                      int8=int8, in_place=True)
         if int8:
-            del model
+            export_int8_apart(build, tmp, formats)
+            reference = build
+        else:
             model = build()
+            export_stages(model, tmp, backends=formats, log=lambda _s: None)
+            reference = lambda: model  # noqa: E731 - the float model exported is the reference
         shutil.copyfile(tokenizer, tmp / "tokenizer.json")
         manifest = manifest_for(tmp, listed)
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
         with native_stdout_silenced():  # MNN prints to fd 1
-            parity = self_parity(tmp, model, tuple(b for b in backends if b in ROBOT_BACKENDS))
+            parity = self_parity(tmp, reference, tuple(b for b in backends if b in ROBOT_BACKENDS))
         manifest = manifest.model_copy(update={"source": {**manifest.source, "parity_db": parity,
                                                           "quantization": QUANTIZATION["int8"] if int8 else "none"}})
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))

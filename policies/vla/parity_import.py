@@ -11,6 +11,7 @@ on a missing or mismatched file.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -54,10 +55,11 @@ def eager_loader(model: SmolVLA) -> Callable:
     return load
 
 
-def self_parity(bundle: Path, model: SmolVLA, backends: Sequence[str], seed: int = 0) -> dict[str, float]:
-    """End-to-end SNR (dB) of each backend's chunk against the eager fp32 model, both through StagedVLARuntime on
-    one seeded observation (images, state around the statistics' mean, an instruction, noise)."""
-    ref_rt = StagedVLARuntime(bundle, backends[0], eager_loader(model), check_versions=False)  # artifacts unread
+def self_parity(bundle: Path, build: Callable[[], SmolVLA], backends: Sequence[str], seed: int = 0) -> dict[str, float]:
+    """End-to-end SNR (dB) of each backend's chunk against the eager fp32 model `build` makes, both through
+    StagedVLARuntime on one seeded observation (images, state around the statistics' mean, an instruction, noise).
+    The float model is dropped before the runtimes load: a full-size pi0 cannot hold both."""
+    ref_rt = StagedVLARuntime(bundle, backends[0], eager_loader(build()), check_versions=False)  # artifacts unread
     rng = np.random.default_rng(seed)
     images = {c.name: rng.random((1, 3, c.height, c.width), dtype=np.float32) for c in ref_rt.cameras}
     sub, div = (np.asarray(a, np.float32) for a in (ref_rt.manifest.normalization["state"].subtract,
@@ -74,6 +76,8 @@ def self_parity(bundle: Path, model: SmolVLA, backends: Sequence[str], seed: int
         return out
 
     ref = chunk(ref_rt)
+    del ref_rt
+    gc.collect()
     return {b: round(snr_db(ref, chunk(open_vla(bundle, b))), 2) for b in backends}
 
 
