@@ -17,7 +17,8 @@ Sizes:
                 SigLIP / projector sizes are written into PaliGemmaWithExpertModel. This size replaces, in the probe's
                 process only, get_gemma_config with a tiny Gemma and the PaliGemma config factory with a tiny SigLIP
                 whose projection_dim follows the text width; LeRobot's modelling code runs otherwise unchanged.
-The image resolution is 28 (2 x 2 SigLIP patches of 14) and the chunk 8 at every size: those are config fields.
+The image resolution is 28 (2 x 2 SigLIP patches of 14) and the chunk 8 at every size (config fields), unless
+--shapes published asks for LeRobot's defaults (224 px, chunk 50, 10 steps, 48 tokens).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ TASK = "pick up the red block"
 STATE_DIM = ACTION_DIM = 6
 CAMERAS = {"front": (3, 48, 64), "wrist": (3, 48, 64)}
 SEED = 3
+SHAPES = {"probe": (8, 3, 28, 24), "published": (50, 10, 224, 48)}  # chunk, flow steps, image px, prompt tokens
 
 
 def rss_gb() -> float:
@@ -168,6 +170,8 @@ def main() -> int:
     ap.add_argument("--policy", choices=("pi0", "pi05"), required=True)
     ap.add_argument("--size", choices=("smallest", "default", "patched-tiny"), required=True)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--shapes", choices=sorted(SHAPES), default="probe",
+                    help="probe: chunk 8, 3 steps, 28 px, 24 tokens; published: LeRobot's defaults, 50, 10, 224, 48")
     ap.add_argument("out", type=Path)
     ap.add_argument("--layout-only", action="store_true", help="only (re)read OUT_DIR/pretrained_model's layout")
     a = ap.parse_args()
@@ -198,9 +202,10 @@ def main() -> int:
     inputs = {f"observation.images.{c}": PolicyFeature(FeatureType.VISUAL, s) for c, s in CAMERAS.items()}
     inputs["observation.state"] = PolicyFeature(FeatureType.STATE, (STATE_DIM,))
     outputs = {"action": PolicyFeature(FeatureType.ACTION, (ACTION_DIM,))}
-    common = dict(input_features=inputs, output_features=outputs, device="cpu", dtype=a.dtype, chunk_size=8,
-                  n_action_steps=8, num_inference_steps=3, image_resolution=(28, 28), tokenizer_max_length=24,
-                  max_state_dim=8, max_action_dim=8)
+    shapes = SHAPES[a.shapes]
+    common = dict(input_features=inputs, output_features=outputs, device="cpu", dtype=a.dtype, chunk_size=shapes[0],
+                  n_action_steps=shapes[0], num_inference_steps=shapes[1], image_resolution=(shapes[2], shapes[2]),
+                  tokenizer_max_length=shapes[3], max_state_dim=8, max_action_dim=8)
 
     # The config's own limit, recorded verbatim: a variant other than the two it knows.
     def below_smallest():

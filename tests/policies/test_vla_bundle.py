@@ -196,3 +196,19 @@ def test_bundle_vla_refuses_bad_settings_in_one_line_and_writes_nothing(bundle: 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and re.search(why, err), err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_runtime_benchmark_times_whole_chunks_of_a_staged_bundle_on_each_robot_runtime(bundle: Path) -> None:
+    """`omni-vla bench runtime` takes an imported VLA as it takes the reference: only --bundle changes."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--threads", "1", "--reps", "3", "--warmup", "1", "--no-cold-start", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [res] = json.loads(out.stdout)
+    assert res["kind"] == "vla" and res["threads"] == 1 and res["reps"] == 3
+    assert set(res["backends"]) == {"executorch", "mnn"}
+    for stats in res["backends"].values():
+        assert 0.0 < stats["median_ms"] <= stats["p99_ms"] and stats["load_s"] >= 0.0
