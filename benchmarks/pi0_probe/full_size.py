@@ -6,7 +6,8 @@
 
 Phases: LeRobot 0.6.1 writes the checkpoint (probe.py --size default in the pi0 test venv, ~18 GB RSS, 16 GB on
 disk; skipped when WORK/<policy>/pretrained_model exists) -> the import (ExecuTorch only) -> `omni-vla bench runtime`
-on the bundle. A phase that fails is recorded with its exit code and the last line it printed, and the run stops.
+on the bundle. A phase that fails is recorded with its exit code and the last line it printed, and the run stops;
+a phase whose result is in WORK from an earlier run (checkpoint, import) is reported from there, not run again.
 """
 from __future__ import annotations
 
@@ -66,19 +67,21 @@ def main() -> int:
                   a.threads, "--reps", "3", "--warmup", "1", "--no-cold-start", "--json"],
     }
     for name, cmd in phases.items():
-        if name == "checkpoint" and (ck / "pretrained_model" / "model.safetensors").is_file():
-            report["phases"][name] = {"skipped": f"{ck / 'pretrained_model'} exists"}
+        done = {"checkpoint": ck / "pretrained_model" / "model.safetensors", "import": bundle / "manifest.json"}
+        if name in done and done[name].is_file() and (a.work / f"{name}.json").is_file():
+            report["phases"][name] = {**json.loads((a.work / f"{name}.json").read_text()), "reused": True}
             continue
         res = report["phases"][name] = timed(cmd, a.work / f"{name}.log")
         if res["exit"] != 0:
             break
         if name == "bench":
-            res["result"] = json.loads((a.work / "bench.log").read_text()[
-                (a.work / "bench.log").read_text().index("{"):])
+            lines = (a.work / "bench.log").read_text().splitlines()  # the runtimes' own logs share the stream
+            res["result"] = json.loads(next(ln for ln in reversed(lines) if ln.startswith('[{"bundle"')))
         if name == "import":
             manifest = json.loads((bundle / "manifest.json").read_text())
             res["parity_db"] = manifest["source"]["parity_db"]
             res["bundle_gb"] = round(sum(p.stat().st_size for p in bundle.iterdir()) / 1e9, 2)
+        (a.work / f"{name}.json").write_text(json.dumps(res))
     print(json.dumps(report, indent=1))
     return 0 if all(p.get("exit", 0) == 0 for p in report["phases"].values()) else 1
 

@@ -9,6 +9,7 @@ to let go of the brake. Where it stops is where the joint stops.
 """
 from __future__ import annotations
 
+import copy
 import math
 import random
 from pathlib import Path
@@ -160,3 +161,35 @@ def test_a_wall_no_velocity_in_the_window_can_stop_before_is_reported_below_the_
     lim = CommandLimiter(PANDA, SETS, 0.001)
     lo, hi = 2.0, 2.01
     assert lim._cap(0, 1e-6, 2.0, lo, hi) is None and lim._wall(0, 1e-6, 2.0, lo, hi) < lo
+
+
+def _moving_near_the_range_end(rng: random.Random, dt: float) -> CommandLimiter:
+    """A Panda limiter whose joints were driven towards their upper ends for a while: moving, braking, near."""
+    lim = CommandLimiter(PANDA, SETS, dt)
+    lim.reset([hi - rng.uniform(0.0, min(0.05, (hi - lo) / 2)) for lo, hi in zip(lim.lo, lim.hi)])
+    for _ in range(rng.randrange(1, 40)):
+        lim.limit([hi - rng.uniform(-0.01, 0.03) for hi in lim.hi], None)
+    return lim
+
+
+@pytest.mark.parametrize("dt", [0.001, 0.01])
+def test_a_target_beyond_the_range_is_followed_as_the_range_end(dt: float) -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        lim = _moving_near_the_range_end(rng, dt)
+        twin = copy.deepcopy(lim)
+        beyond = [hi + rng.choice([1e-6, 0.3, 10.0]) for hi in lim.hi]
+        assert lim.limit(beyond, None) == twin.limit(list(lim.hi), None)
+        below = [lo - rng.choice([1e-6, 0.3, 10.0]) for lo in lim.lo]
+        assert lim.limit(below, None) == twin.limit(list(lim.lo), None)
+
+
+@pytest.mark.parametrize("dt", [0.001, 0.01])
+def test_a_non_finite_target_is_followed_as_the_command_itself(dt: float) -> None:
+    """Inside the range: there a target at the command is its own clamp, as a NaN one becomes."""
+    rng = random.Random(6)
+    for _ in range(300):
+        lim = _moving_near_the_range_end(rng, dt)
+        twin = copy.deepcopy(lim)
+        here = list(lim.q)
+        assert lim.limit([math.nan] * lim.n, None) == twin.limit(here, None)
