@@ -193,3 +193,20 @@ def test_a_non_finite_target_is_followed_as_the_command_itself(dt: float) -> Non
         twin = copy.deepcopy(lim)
         here = list(lim.q)
         assert lim.limit([math.nan] * lim.n, None) == twin.limit(here, None)
+
+
+@pytest.mark.parametrize("dt", [0.001, 0.01])
+def test_a_joint_still_speeding_up_when_it_must_brake_stops_on_its_range_end_not_past_it(dt: float) -> None:
+    """From rest at distances where braking begins while the joint is still accelerating (where the discrete steps'
+    lead over the continuous stop matters), towards a target beyond the range: never past the end, at rest on it."""
+    for d in [1e-4 * 1.4 ** k for k in range(26)]:
+        lim = CommandLimiter(PANDA, SETS, dt)
+        lim.reset([hi - d for hi in lim.hi])
+        target = [hi + 5.0 for hi in lim.hi]
+        top = list(lim.q)
+        for _ in range(int(1.5 / dt)):
+            out = lim.limit(target, None)
+            top = [max(a, b) for a, b in zip(top, out)]
+        for i in range(7):
+            assert top[i] <= lim.hi[i] + 1e-12, (d, i, top[i] - lim.hi[i])
+            assert lim.hi[i] - lim.q[i] <= 1e-6 and lim.v[i] == pytest.approx(0.0, abs=1e-9), (d, i)
