@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
+        if sniff_kind(a.bundle) == "vla" and a.stages:
+            p.error(f"--stages: {a.bundle} is an imported VLA bundle; expected the reference kind (per-stage times of "
+                    "a VLA: python -m omni_vla_policies.vla.bench_vla)")
         if sniff_kind(a.bundle) == "vla":  # an imported staged VLA (SmolVLA, pi0, pi0.5): whole chunks per runtime
             bench_staged = importlib.import_module("omni_vla_policies.bench_staged").bench_staged
             results = [bench_staged(a.bundle, n, a.reps, a.warmup, tuple(a.backends)) for n in threads]

@@ -212,3 +212,13 @@ def test_the_runtime_benchmark_times_whole_chunks_of_a_staged_bundle_on_each_rob
     assert set(res["backends"]) == {"executorch", "mnn"}
     for stats in res["backends"].values():
         assert 0.0 < stats["median_ms"] <= stats["p99_ms"] and stats["load_s"] >= 0.0
+
+
+def test_the_runtime_benchmark_refuses_stages_of_a_staged_bundle_in_one_line(bundle: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--stages", "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--stages" in out.stderr.splitlines()[-1] and "imported VLA bundle" in out.stderr.splitlines()[-1]
