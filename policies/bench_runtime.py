@@ -245,13 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
-        if sniff_kind(a.bundle) == "vla" and a.stages:
+        kind = sniff_kind(a.bundle)
+        if kind == "vla" and a.stages:
             p.error(f"--stages: {a.bundle} is an imported VLA bundle; expected the reference kind (per-stage times of "
                     "a VLA: python -m omni_vla_policies.vla.bench_vla)")
-        if sniff_kind(a.bundle) == "vla":  # an imported staged VLA (SmolVLA, pi0, pi0.5): whole chunks per runtime
+        if kind == "vla":  # an imported staged VLA (SmolVLA, pi0, pi0.5): whole chunks per runtime
             bench_staged = importlib.import_module("omni_vla_policies.bench_staged").bench_staged
             results = [bench_staged(a.bundle, n, a.reps, a.warmup, tuple(a.backends)) for n in threads]
-        elif sniff_kind(a.bundle) == "chunk":  # an imported single-pass policy (format 3): its own interleaved run
+        elif kind == "chunk":  # an imported single-pass policy (format 3): its own interleaved run
             # By name: it imports torch, which the cold-start subprocesses of this module must not pay for.
             bench_chunk = importlib.import_module("omni_vla_policies.bench_chunk").bench_chunk
             results = [bench_chunk(a.bundle, n, a.reps, a.warmup, tuple(a.backends)) for n in threads]

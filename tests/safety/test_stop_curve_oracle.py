@@ -13,6 +13,7 @@ import copy
 import math
 import random
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -172,12 +173,17 @@ def _moving_near_the_range_end(rng: random.Random, dt: float) -> CommandLimiter:
     return lim
 
 
-@pytest.mark.parametrize("dt", [0.001, 0.01])
-def test_a_target_beyond_the_range_is_followed_as_the_range_end(dt: float) -> None:
-    rng = random.Random(5)
+def _twins(seed: int, dt: float) -> Iterator[tuple[random.Random, CommandLimiter, CommandLimiter]]:
+    """300 generated states, each as two identical limiters to give two targets to."""
+    rng = random.Random(seed)
     for _ in range(300):
         lim = _moving_near_the_range_end(rng, dt)
-        twin = copy.deepcopy(lim)
+        yield rng, lim, copy.deepcopy(lim)
+
+
+@pytest.mark.parametrize("dt", [0.001, 0.01])
+def test_a_target_beyond_the_range_is_followed_as_the_range_end(dt: float) -> None:
+    for rng, lim, twin in _twins(5, dt):
         beyond = [hi + rng.choice([1e-6, 0.3, 10.0]) for hi in lim.hi]
         assert lim.limit(beyond, None) == twin.limit(list(lim.hi), None)
         below = [lo - rng.choice([1e-6, 0.3, 10.0]) for lo in lim.lo]
@@ -187,12 +193,8 @@ def test_a_target_beyond_the_range_is_followed_as_the_range_end(dt: float) -> No
 @pytest.mark.parametrize("dt", [0.001, 0.01])
 def test_a_non_finite_target_is_followed_as_the_command_itself(dt: float) -> None:
     """Inside the range: there a target at the command is its own clamp, as a NaN one becomes."""
-    rng = random.Random(6)
-    for _ in range(300):
-        lim = _moving_near_the_range_end(rng, dt)
-        twin = copy.deepcopy(lim)
-        here = list(lim.q)
-        assert lim.limit([math.nan] * lim.n, None) == twin.limit(here, None)
+    for _rng, lim, twin in _twins(6, dt):
+        assert lim.limit([math.nan] * lim.n, None) == twin.limit(list(lim.q), None)
 
 
 @pytest.mark.parametrize("dt", [0.001, 0.01])
