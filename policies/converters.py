@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -97,15 +99,25 @@ def export_onnx(module: nn.Module, args: tuple[Tensor, ...], in_names: list[str]
                           dynamo=False, opset_version=17, do_constant_folding=True)
 
 
-def convert_mnn(onnx_path: Path, mnn_path: Path, extra: list[str] | None = None) -> None:
-    """ONNX -> MNN in-process with the wheel's converter module (no telemetry, no pip at run time)."""
-    import _tools  # type: ignore[import-not-found]  # optional: the MNN wheel's compiled converter, only when converting
+_MNNCONVERT = """import sys
+import _tools
+rc = _tools.mnnconvert(sys.argv[1:])
+sys.exit(0 if rc in (0, None, True) else 1)
+"""
 
-    argv = ["mnnconvert", "-f", "ONNX", "--modelFile", str(onnx_path), "--MNNModel", str(mnn_path),
-            "--bizCode", "omni_vla", *(extra or [])]
-    rc = _tools.mnnconvert(argv)
-    if not mnn_path.is_file() or mnn_path.stat().st_size == 0 or rc not in (0, None, True):
-        raise RuntimeError(f"MNN conversion of {onnx_path} failed (rc={rc})")
+
+def convert_mnn(onnx_path: Path, mnn_path: Path, extra: list[str] | None = None) -> None:
+    """ONNX -> MNN with the wheel's converter module (no telemetry, no pip at run time), in a child process whose
+    working directory is its own: the converter spills every weight to `.__convert_external_data.bin` in the working
+    directory, reads it back and deletes it, so two conversions sharing a directory swap weights and still report
+    success (measured: a parallel test run's text encoder came out at -1 dB)."""
+    argv = ["mnnconvert", "-f", "ONNX", "--modelFile", str(Path(onnx_path).resolve()),
+            "--MNNModel", str(Path(mnn_path).resolve()), "--bizCode", "omni_vla", *(extra or [])]
+    with tempfile.TemporaryDirectory(prefix="mnnconvert-") as scratch:
+        r = subprocess.run([sys.executable, "-c", _MNNCONVERT, *argv], cwd=scratch, capture_output=True, text=True)
+    if r.returncode != 0 or not mnn_path.is_file() or mnn_path.stat().st_size == 0:
+        tail = (r.stderr.strip() or r.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"MNN conversion of {onnx_path} failed (exit {r.returncode}): {tail[0]}")
 
 
 def versions() -> dict[str, str]:
