@@ -79,10 +79,14 @@ class LoopRig:
                  network: str = "process") -> None:
         inference = ProcessInference(backend, args.bundle, args.threads, factory=_factory(args.runtime_factory),
                                      timeout_s=2.0).start()
-        settings = LoopSettings(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
-                                joint_names=list(inference.joint_names or LoopSettings().joint_names)[: inference.action_dim])
-        replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence, network) if cloud_url else None
-        self.loop = build_loop(settings, inference, replanner=replanner)
+        try:
+            settings = LoopSettings(rate_hz=rate_hz, strategy=args.strategy, execution_horizon=args.execution_horizon,
+                                    joint_names=list(inference.joint_names or LoopSettings().joint_names)[: inference.action_dim])
+            replanner = _cloud_replanner(cloud_url, rate_hz, args.replan_cadence, network) if cloud_url else None
+            self.loop = build_loop(settings, inference, replanner=replanner)
+        except BaseException:
+            inference.close()  # a worker process left running keeps the benchmark from ever exiting
+            raise
         self.inference, self.controller, self.store = inference, self.loop.controller, self.loop.store
         self.store.set_instruction(args.instruction)
         self._stop = threading.Event()
@@ -246,14 +250,15 @@ def probe_cold_start(args: argparse.Namespace) -> int:
 
 
 def _rates(text: str) -> str:
-    """argparse type: a comma list of positive loop rates in Hz, kept as text."""
+    """argparse type: a comma list of loop rates in Hz within what LoopSettings accepts, kept as text."""
+    top = next(m.le for m in LoopSettings.model_fields["rate_hz"].metadata if hasattr(m, "le"))
     for part in text.split(","):
         try:
-            ok = 0 < float(part) < float("inf")
+            ok = 0 < float(part) <= top
         except ValueError:
             ok = False
         if not ok:
-            raise argparse.ArgumentTypeError(f"expected a comma list of rates in Hz > 0, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a comma list of rates in Hz, each > 0 and <= {top:g}, got {text!r}")
     return text
 
 

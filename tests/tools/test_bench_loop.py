@@ -35,3 +35,24 @@ def test_cloud_runs_are_interleaved_with_local_ones_and_really_splice_plans(tmp_
         assert cloud["p99_lateness_ratio_vs_no_cloud"] == pytest.approx(
             cloud["p99_lateness_ms"] / max(local["p99_lateness_ms"], 1e-6), rel=1e-2)
     assert out["settings"]["cloud_latency_ms"] == 100.0
+
+
+@pytest.mark.parametrize("rates", ["2500", "50,0", "fast"])
+def test_a_rate_the_loop_cannot_run_is_refused_in_one_line(rates: str) -> None:
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.bench_loop", "--bundle", "bundles/reference",
+                          "--rates", rates, "--json"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "--rates" in res.stderr and "<= 1000" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_a_loop_that_fails_to_assemble_stops_its_worker_process(tmp_path_factory) -> None:
+    import multiprocessing
+
+    from omni_vla.tools.bench_loop import LoopRig, parse_args
+
+    args = parse_args(["--bundle", str(tiny_bundle(tmp_path_factory)), "--backends", "mnn"])
+    before = set(multiprocessing.active_children())
+    with pytest.raises(ValueError, match="rate_hz"):
+        LoopRig(args, "mnn", 2500.0)  # past LoopSettings' bound, after the worker has started
+    assert [c for c in multiprocessing.active_children() if c not in before] == []
