@@ -40,25 +40,19 @@ SAMPLE_S = 5.0
 NODES = ("sim_node", "vla_node", "safety_supervisor")
 
 
-def _shutdown_module() -> Any:
-    """The shutdown benchmark's install-space build and process census (benchmarks/shutdown/run.py)."""
-    spec = importlib.util.spec_from_file_location("shutdown_bench", REPO / "benchmarks" / "shutdown" / "run.py")
+def _module(name: str, path: Path) -> Any:
+    """A benchmark script beside this one, loaded by path (benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
 
 
-def proc_sample(pid: int) -> tuple[float, int] | None:
-    """(RSS in MiB, open fds) of a live process; None once gone."""
-    try:
-        rss = next(int(ln.split()[1]) for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
-                   if ln.startswith("VmRSS:"))
-        return rss / 1024.0, len(os.listdir(f"/proc/{pid}/fd"))
-    except (OSError, StopIteration):
-        return None
+PROCSTATS = _module("soak_procstats", Path(__file__).with_name("procstats.py"))
+proc_sample, slope_per_hour = PROCSTATS.proc_sample, PROCSTATS.slope_per_hour
 
 
-SHUTDOWN = _shutdown_module()
+SHUTDOWN = _module("shutdown_bench", REPO / "benchmarks" / "shutdown" / "run.py")  # install build, census
 
 
 class Diagnostics(SHUTDOWN.ProbeNode):  # type: ignore[name-defined,misc]
@@ -127,17 +121,6 @@ def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, fl
             "supervisor_state": sup.get("state", ""),
             "rss_mib": {n: round(s[-1][1], 2) for n, s in procs.items() if s and s[-1][0] > since},
             "fds": {n: s[-1][2] for n, s in procs.items() if s and s[-1][0] > since}}
-
-
-def slope_per_hour(samples: list[tuple[float, float, int]], index: int, after: float) -> float | None:
-    """Least-squares growth per hour of sample field `index` over the samples after `after` seconds."""
-    pts = [(s[0], float(s[index])) for s in samples if s[0] >= after]
-    if len(pts) < 3:
-        return None
-    n = len(pts)
-    mt, mv = sum(t for t, _ in pts) / n, sum(v for _, v in pts) / n
-    den = sum((t - mt) ** 2 for t, _ in pts)
-    return None if den == 0 else round(3600.0 * sum((t - mt) * (v - mv) for t, v in pts) / den, 3)
 
 
 def summarise(windows: list[dict[str, Any]], procs: dict[str, list[tuple[float, float, int]]],
