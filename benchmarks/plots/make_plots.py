@@ -286,6 +286,32 @@ def plot_soak(d: dict, out: Path) -> None:
     _save(fig, out)
 
 
+def plot_loop_soak(d: dict, out: Path) -> None:
+    """RSS of the ROS-free loop's process and its worker per window, and each window's p50/p99/max tick lateness
+    (benchmarks/soak/loop.py)."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    s, ws = d["summary"], d["windows"]
+    minutes = [w["t_end_s"] / 60.0 for w in ws]
+    for name, g in sorted(s["rss_growth_mib_per_h"].items()):
+        axes[0].plot(minutes, [w["rss_mib"][name] for w in ws], marker=".",
+                     label=f"{name} ({'-' if g is None else f'{g:+.3f}'} MiB/h after the first window)")
+    axes[0].set_xlabel("minutes")
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[0].legend(fontsize=8)
+    for key, style in (("p50_lateness_ms", ":"), ("p99_lateness_ms", "-"), ("max_lateness_ms", "--")):
+        axes[1].plot(minutes, [w[key] for w in ws], style, label=key.replace("_", " "))
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("end of window (minutes)")
+    axes[1].set_ylabel(f"tick lateness per window of {d['settings']['window_ticks']:,} ticks (ms)")
+    axes[1].legend(fontsize=8)
+    st = d["settings"]
+    fig.suptitle(f"benchmarks/soak/loop.py --rate-hz {st['rate_hz']:g} --ticks {st['ticks']:,} ({st['backend']}): "
+                 f"{s['ticks']:,} ticks, missed {s['missed_ticks']}, starved {s['starved_ticks']}, "
+                 f"fd growth {s['fd_growth_after_first_window']}, p99 worst/first {s['p99_worst_over_first']}",
+                 fontsize=9)
+    _save(fig, out)
+
+
 def plot_fuzz(d: dict, out: Path) -> None:
     rows = d["fuzz"]
     robots = list(dict.fromkeys(r["robot"] for r in rows))

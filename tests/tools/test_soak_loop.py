@@ -1,0 +1,68 @@
+"""The ROS-free soak: its summary judges the goals from the windows, and a short real run writes every window."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiny_bundles import tiny_bundle
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def loop():
+    spec = importlib.util.spec_from_file_location("soak_loop", REPO / "benchmarks" / "soak" / "loop.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _window(t: float, p99: float, rss: float, fds: int, missed: int = 0) -> dict:
+    return {"t_end_s": t, "ticks": 1000, "missed_ticks": missed, "overruns": 0, "starved_ticks": 0,
+            "worker_restarts": 0, "p99_lateness_ms": p99, "rss_mib": {"loop": rss, "worker": 50.0},
+            "fds": {"loop": fds, "worker": 9}}
+
+
+def test_steady_windows_meet_every_goal(loop):
+    s = loop.summarise([_window(600.0 * i, 0.2, 100.0 + (5.0 if i == 1 else 0.0), 12) for i in range(1, 7)])
+    assert s["goals_met"] == {"rss": True, "fds": True, "p99": True, "missed": True}
+    assert s["ticks"] == 6000 and s["rss_growth_mib_per_h"]["worker"] == 0.0  # the warm-up window is left out
+
+
+def test_rss_that_grows_after_the_first_window_fails_the_goal(loop):
+    s = loop.summarise([_window(600.0 * i, 0.2, 100.0 + 0.2 * i, 12) for i in range(1, 7)])
+    assert s["rss_growth_mib_per_h"]["loop"] == pytest.approx(1.2) and not s["goals_met"]["rss"]
+
+
+def test_a_late_window_a_missed_tick_or_a_new_fd_each_fail_their_goal(loop):
+    ws = [_window(600.0 * i, 0.2, 100.0, 12) for i in range(1, 5)]
+    ws[2] = _window(1800.0, 0.41, 100.0, 12, missed=1)
+    ws[3] = _window(2400.0, 0.2, 100.0, 13)  # one more fd than the first window's, at the end
+    s = loop.summarise(ws)
+    assert s["p99_worst_over_first"] == 2.05 and s["missed_ticks"] == 1
+    assert s["goals_met"] == {"rss": True, "fds": False, "p99": False, "missed": False}
+
+
+@pytest.mark.slow
+def test_a_short_run_writes_each_window_with_both_processes(tmp_path_factory, tmp_path):
+    out = tmp_path / "soak.json"
+    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "soak" / "loop.py"), "--bundle",
+                          str(tiny_bundle(tmp_path_factory)), "--ticks", "1500", "--window-ticks", "500",
+                          "--rate-hz", "500", "--rt-priority", "0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert [w["ticks"] for w in report["windows"]] == [500, 500, 500]
+    assert all(w["rss_mib"]["worker"] > 0 and w["fds"]["loop"] > 3 for w in report["windows"])
+    assert report["summary"]["ticks"] == 1500 and json.loads(res.stdout)["windows"] == 3
+
+
+def test_a_window_past_the_lateness_ring_is_refused_in_one_line():
+    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "soak" / "loop.py"), "--window-ticks", "200000"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert res.returncode == 2 and "100,000" in res.stderr and "Traceback" not in res.stderr
