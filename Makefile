@@ -10,7 +10,8 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup system-deps demo test bench text-encoder clean robot-requirements venv312 test-py312 aarch64
+.PHONY: setup system-deps demo test bench text-encoder clean robot-requirements venv312 test-py312 aarch64 \
+	setup-openvino
 
 # EGL/Mesa: headless MuJoCo rendering. FFmpeg's shared libraries (Debian 12 names): torchcodec, LeRobot's video
 # decoder in its own test venv (tests/support/lerobot_env.py), links against them.
@@ -33,6 +34,12 @@ setup: system-deps
 	  echo "[setup] pointing the editable install at $(HERE)"; \
 	  $(PY) -m pip install -q --no-deps -e . && echo "$(WANT) $(HERE)" > $(STAMP); \
 	fi
+
+# ExecuTorch's OpenVINO delegate: openvino and nncf from PyPI beside the venv (OMNI_VLA_OPENVINO_DIR, default
+# ~/.cache/omni_vla/openvino), not in it: openvino 2025.x declares numpy<2.3 against the venv's pin, and the robot
+# loads only its C libraries (policies/vla/openvino_delegate.py).
+setup-openvino: setup
+	$(PY) -m omni_vla_policies.vla.openvino_delegate setup
 
 demo: setup
 	$(VENV)/bin/omni-vla demo

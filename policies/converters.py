@@ -20,6 +20,7 @@ from torch import Tensor, nn
 import omni_vla
 from omni_vla.backends import LIBRARY_OF
 from omni_vla.runtime.bundle import installed_version
+from omni_vla.runtime.openvino import ENV_DIR, openvino_dir
 from omni_vla_policies import lowering_cache
 from omni_vla_policies.lowering_cache import cache_dir, lowered, program_key
 
@@ -56,23 +57,26 @@ class HalfCompute(nn.Module):
 DELEGATES = ("xnnpack", "openvino")
 
 
-def executorch_partitioner(delegate: str) -> object:
-    """XNNPACK (the default), or ExecuTorch's OpenVINO delegate: its export needs openvino 2025.x and nncf, its
-    runtime libopenvino_c.so at OPENVINO_LIB_PATH (policies/vla/openvino_delegate.py)."""
-    if delegate == "xnnpack":
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # optional: exir loads for seconds; only when a .pte is written
+def executorch_partitioners(delegate: str) -> list[object]:
+    """XNNPACK (the default), or ExecuTorch's OpenVINO delegate with XNNPACK after it for what it leaves (it keeps
+    upsample_bilinear2d from decomposition, then does not take it: a non-square camera's resize). Its export needs
+    openvino 2025.x and nncf, its runtime the libraries omni_vla/runtime/openvino.py configures."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # optional: exir loads for seconds; only when a .pte is written
 
-        return XnnpackPartitioner()
+    if delegate == "xnnpack":
+        return [XnnpackPartitioner()]
     if delegate != "openvino":
         raise ValueError(f"delegate must be one of {list(DELEGATES)}, not {delegate!r}")
+    py = str(openvino_dir() / "py")  # `make setup-openvino` installs openvino and nncf there, beside the venv
+    if Path(py).is_dir() and py not in sys.path:
+        sys.path.append(py)
     try:
         from executorch.backends.openvino.partitioner import OpenvinoPartitioner  # optional: only for the OpenVINO delegate
         from executorch.exir.backend.compile_spec_schema import CompileSpec  # optional: only for the OpenVINO delegate
     except ImportError as exc:
         raise RuntimeError(f"the OpenVINO delegate cannot export here ({exc}); expected openvino 2025.x and nncf "
-                           "importable: python -m omni_vla_policies.vla.openvino_delegate setup DIR, then "
-                           "PYTHONPATH=DIR/py") from exc
-    return OpenvinoPartitioner([CompileSpec("device", b"CPU")])
+                           f"importable from {py}: run `make setup-openvino` (or set {ENV_DIR})") from exc
+    return [OpenvinoPartitioner([CompileSpec("device", b"CPU")]), XnnpackPartitioner()]
 
 
 def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_dtype: str = "float32",
@@ -81,7 +85,7 @@ def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_
 
     if compute_dtype not in ("float32", "float16"):
         raise ValueError(f"compute_dtype must be float32 or float16, not {compute_dtype!r}")
-    partitioner = executorch_partitioner(delegate)
+    partitioners = executorch_partitioners(delegate)
     def compute(m: nn.Module) -> nn.Module:
         return HalfCompute(m).eval() if compute_dtype == "float16" else m
 
@@ -90,7 +94,7 @@ def export_pte(module: nn.Module, args: tuple[Tensor, ...], path: Path, compute_
     except AttributeError:  # forward names a buffer the graph never reads (e.g. unused by one form): keep them all
         ep = torch.export.export(compute(module), args, strict=False)
     key = program_key(ep, delegate, (Path(__file__), Path(lowering_cache.__file__))) if cache_dir() else None
-    path.write_bytes(lowered(key, lambda: to_edge_transform_and_lower(ep, partitioner=[partitioner]).to_executorch().buffer))
+    path.write_bytes(lowered(key, lambda: to_edge_transform_and_lower(ep, partitioner=partitioners).to_executorch().buffer))
 
 
 def export_onnx(module: nn.Module, args: tuple[Tensor, ...], in_names: list[str], out_names: list[str], path: Path) -> None:

@@ -22,7 +22,7 @@ from omni_vla.backends import ROBOT_BACKENDS, SUFFIX_OF
 from omni_vla.runtime.bundle import TensorSpec, artifact_spec, sha256_file, write_json_atomic
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference, act_export_form
-from omni_vla_policies.converters import convert_mnn, export_onnx, export_pte, versions
+from omni_vla_policies.converters import DELEGATES, convert_mnn, export_onnx, export_pte, versions
 from omni_vla_policies.lerobot_checkpoint import (ActCheckpoint, CheckpointError, check_robot, new_bundle_dir,
                                                    read_act_checkpoint, read_json)
 from omni_vla_policies.lerobot_pi0 import import_pi0
@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quantize", choices=["int8"], default=None,
                    help="SmolVLA, pi0, pi0.5: int8 variants of every stage (the parity against fp32 goes into the "
                         "manifest)")
+    p.add_argument("--delegate", choices=DELEGATES, default="xnnpack",
+                   help="SmolVLA, pi0, pi0.5: what the ExecuTorch programs are lowered to (openvino: `make "
+                        "setup-openvino` first; the runtime configures its precision and threads on load)")
     a = p.parse_args(argv)
     backends = tuple(b for b in a.backends.split(",") if b)
     bad = [b for b in backends if b not in BACKENDS]
@@ -146,9 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kind = checkpoint_kind(a.checkpoint)
         if kind == "smolvla":
-            m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize)
+            m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize,
+                               a.delegate)
         elif kind in ("pi0", "pi05"):
-            m = import_pi0(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize)
+            m = import_pi0(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize,
+                           a.delegate)
+        elif a.delegate != "xnnpack":
+            raise CheckpointError(f"--delegate applies to SmolVLA, pi0 and pi0.5 checkpoints; this one is {kind}")
         elif a.quantize:
             raise CheckpointError(f"--quantize applies to SmolVLA, pi0 and pi0.5 checkpoints; this one is {kind}")
         elif a.tokenizer:

@@ -176,7 +176,7 @@ def manifest_for(ck: Pi0Checkpoint, joint_names: list[str], rate_hz: float, grip
 
 def import_pi0(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
                gripper: str | None = None, backends: tuple[str, ...] = ROBOT_BACKENDS,
-               tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
+               tokenizer: Path | None = None, quantize: str | None = None, delegate: str = "xnnpack") -> VLAManifest:
     """Export every stage with the checkpoint's weights into a kind-"vla" bundle; `out` appears only when whole. Each
     robot runtime's chunk is checked against the eager fp32 stages on one observation (source.parity_db)."""
     if quantize not in (None, *QUANTIZATION):
@@ -186,4 +186,4 @@ def import_pi0(checkpoint_dir: str | Path, out: str | Path, joint_names: list[st
     check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
     return write_imported_bundle(partial(build_pi0, ck.arch, ck.weights), out, ck.tokenizer, backends,
                                  manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
-                                 int8=quantize == "int8")
+                                 int8=quantize == "int8", delegate=delegate)

@@ -145,7 +145,7 @@ def built(arch: SmolVLAArch, weights: Path) -> SmolVLA:
 
 def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: list[str], rate_hz: float,
                    gripper: str | None = None, backends: tuple[str, ...] = ROBOT_BACKENDS,
-                   tokenizer: Path | None = None, quantize: str | None = None) -> VLAManifest:
+                   tokenizer: Path | None = None, quantize: str | None = None, delegate: str = "xnnpack") -> VLAManifest:
     """Export every stage with the checkpoint's weights; `out` appears only when the bundle is whole. Each robot
     runtime's chunk is checked against the eager fp32 model on one observation and the figure written into the
     manifest (source.parity_db): what a quantised variant costs, measured on this checkpoint."""
@@ -156,4 +156,4 @@ def import_smolvla(checkpoint_dir: str | Path, out: str | Path, joint_names: lis
     check_robot(joint_names, ck.arch.state_dim, ck.arch.action_dim, gripper, out)
     return write_imported_bundle(partial(built, ck.arch, ck.weights), out, ck.tokenizer, backends,
                                  manifest_for(ck, joint_names, rate_hz, gripper, src.resolve()),
-                                 int8=quantize == "int8")
+                                 int8=quantize == "int8", delegate=delegate)

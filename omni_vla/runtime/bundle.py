@@ -46,6 +46,8 @@ class ArtifactSpec(_Strict):
     size_bytes: int = Field(ge=1)
     # What the artifact computes in; its inputs and outputs stay the stage's TensorSpec dtypes either way.
     compute_dtype: Literal["float32", "float16"] = "float32"
+    # ExecuTorch only: the delegate the program was lowered to (None: XNNPACK); OpenVINO's is configured on load.
+    delegate: Literal["openvino"] | None = None
 
 
 class StageSpec(_Strict):

@@ -18,9 +18,10 @@ from executorch.extension.pybindings import portable_lib
 from executorch.runtime import Runtime
 
 from omni_vla.runtime.base import BundleRuntimeBase
-from omni_vla.runtime.bundle import BundleError, BundleManifest, load_bundle
+from omni_vla.runtime.bundle import ArtifactSpec, BundleError, BundleManifest, load_bundle
 from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.flow import SteppedFlow
+from omni_vla.runtime.openvino import use_openvino
 from omni_vla.runtime.text import TextEncoderFn
 
 
@@ -56,11 +57,18 @@ def make_executorch_encoder(path: Path, num_threads: int) -> TextEncoderFn:
     return run
 
 
+def prepare_delegate(spec: ArtifactSpec | None, path: Path, num_threads: int) -> None:
+    """Before a program loads: an OpenVINO-delegated one gets its library configured (runtime/openvino.py)."""
+    if spec is not None and spec.delegate == "openvino":
+        use_openvino(spec.compute_dtype, num_threads, str(path))
+
+
 def load_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
                  num_threads: int) -> Callable[[], list[np.ndarray]]:
     """One stage of a format-3 bundle: run() reads `inputs` through zero-copy torch views and returns every
     output (the runtime's own buffers, overwritten by the next run)."""
     set_executorch_threads(num_threads)
+    prepare_delegate(stage.artifacts.get("executorch"), path, num_threads)
     try:
         program = Runtime.get().load_program(str(path))
         method = program.load_method("forward")
@@ -104,6 +112,7 @@ class ExecuTorchRuntime(BundleRuntimeBase):
         rt = Runtime.get()
         self._programs = {}
         for stage, path in paths.items():
+            prepare_delegate(manifest.stages[stage].artifacts.get("executorch"), path, num_threads)
             try:
                 self._programs[stage] = rt.load_program(str(path))
                 self._methods[stage] = self._programs[stage].load_method("forward")

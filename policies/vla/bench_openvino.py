@@ -1,12 +1,12 @@
 """SmolVLA's stages on ExecuTorch's OpenVINO delegate against onnxruntime, ExecuTorch/XNNPACK and eager PyTorch:
 median and max per call, interleaved call by call, with parity against the eager stage. Prints one JSON object.
 
-    OPENVINO_LIB_PATH=DIR/libs_t1/libopenvino_c.so.2541 python -m omni_vla_policies.vla.bench_openvino OV_DIR \
+    OPENVINO_LIB_PATH=LIB python -m omni_vla_policies.vla.bench_openvino OV_DIR \
         --xnnpack XNN_DIR [--weights model.safetensors] [--size full] [--threads 1] > bench.json
 
 OV_DIR: `export_vla --backends executorch --delegate openvino --stages vision,prefix,step`; XNN_DIR: `export_vla`
-with onnx and executorch, the same weights. The set-up (DIR) and why plugins.xml sets the CPU plugin's precision
-and threads: openvino_delegate.py.
+with onnx and executorch, the same weights. LIB: a libopenvino_c.so; one whose plugins.xml sets f32 and the thread
+count is what the robot runtime configures (omni_vla.runtime.openvino.configured_library, which says why).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from omni_vla.backends import EAGER
+from omni_vla.runtime.openvino import plugin_properties
 from omni_vla_policies.vla.export_vla import build
 from omni_vla_policies.vla.model import stage_inputs, stage_modules
-from omni_vla_policies.vla.openvino_delegate import plugin_defaults
 from omni_vla_policies.parity import snr_db
 from omni_vla_policies.vla.runners import executorch_stage, onnxruntime_stage, torch_stage
 from omni_vla_policies.vla.smolvla_config import SIZES
@@ -61,8 +61,8 @@ def bench(ov_dir: Path, xnn_dir: Path, weights: Path | None, size: str, threads:
                       "snr_db_vs_eager": snr, "reps": REPS[name]}
         print(name, rows[name]["median_ms"], snr, file=sys.stderr)
         del runs
-    return {"threads": threads, "load_average": os.getloadavg(), "openvino_cpu_defaults": plugin_defaults(),
-            "stages": rows}
+    return {"threads": threads, "load_average": os.getloadavg(),
+            "openvino_cpu_defaults": plugin_properties(os.environ.get("OPENVINO_LIB_PATH", "")), "stages": rows}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from omni_vla.backends import ARTIFACT_FORMATS
-from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioner, export_onnx, export_pte, versions
+from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioners, export_onnx, export_pte, versions
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA, load_lerobot_weights
 from omni_vla_policies.vla.stages import stage_inputs, stage_modules
 from omni_vla_policies.vla.smolvla_config import SIZES, SmolVLAArch
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--delegate {args.delegate}: expected --backends executorch and no --int8", file=sys.stderr)
         return 2
     try:
-        executorch_partitioner(args.delegate)
+        executorch_partitioners(args.delegate)
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -63,21 +63,25 @@ QUANTIZATION = {"int8": "ExecuTorch: int8 weights per output channel and int8 ac
                         "(torchao, XNNPACK); MNN: int8 weights (--weightQuantBits 8); onnxruntime: dynamic int8"}
 
 
-def _export_int8(build: Callable[[], nn.Module], tmp: Path, backends: tuple[str, ...], conn: Connection) -> None:
+def _export(build: Callable[[], nn.Module], tmp: Path, backends: tuple[str, ...], int8: bool, delegate: str,
+            conn: Connection) -> None:
     try:
-        export_stages(build(), tmp, backends=backends, log=lambda _s: None, int8=True, in_place=True)
+        export_stages(build(), tmp, backends=backends, log=lambda _s: None, int8=int8, in_place=int8,
+                      delegate=delegate)
     except Exception as exc:  # noqa: BLE001 - reported by the parent in one line
         conn.send(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
         raise SystemExit(1) from None
     conn.send("")
 
 
-def export_int8_apart(build: Callable[[], nn.Module], tmp: Path, backends: tuple[str, ...]) -> None:
-    """The int8 export in a process of its own. Quantising in place leaves memory this process would keep (a
-    full-size pi0: 9 GB after its 13 GB float build), so the float build the parity needs next starts clean."""
+def export_apart(build: Callable[[], nn.Module], tmp: Path, backends: tuple[str, ...], int8: bool = True,
+                 delegate: str = "xnnpack") -> None:
+    """The export in a process of its own. Quantising in place leaves memory this process would keep (a full-size
+    pi0: 9 GB after its 13 GB float build), so the float build the parity needs next starts clean; the OpenVINO
+    delegate's export loads OpenVINO's own libraries, which would then shadow the ones the runtime configures."""
     ctx = multiprocessing.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_export_int8, args=(build, tmp, backends, send), name="int8-export")
+    proc = ctx.Process(target=_export, args=(build, tmp, backends, int8, delegate, send), name="export")
     proc.start()
     send.close()
     try:
@@ -87,22 +91,25 @@ def export_int8_apart(build: Callable[[], nn.Module], tmp: Path, backends: tuple
     proc.join()
     if error or proc.exitcode != 0:
         killed = f" (killed by signal {-proc.exitcode}: out of memory?)" if (proc.exitcode or 0) < 0 else ""
-        raise CheckpointError(f"the int8 export failed{killed}: {error}")
+        raise CheckpointError(f"the {'int8 ' if int8 else ''}export failed{killed}: {error}")
 
 
 def write_imported_bundle(build: Callable[[], nn.Module], out: Path, tokenizer: Path, backends: tuple[str, ...],
                           manifest_for: Callable[[Path, tuple[str, ...]], VLAManifest],
-                          int8: bool = False) -> VLAManifest:
+                          int8: bool = False, delegate: str = "xnnpack") -> VLAManifest:
     """Export every stage of the model `build` makes (a picklable callable) for `backends` (MNN converts from ONNX,
     so the .onnx is listed too), ship the tokenizer, write the manifest, then measure each robot runtime's chunk
     against the eager fp32 model on one observation and record it (source.parity_db): `out` appears only when all
     of that succeeded. An int8 export quantises the model in place in a process of its own, and the parity is
-    measured against a second, float build."""
+    measured against a second, float build. `delegate`: what ExecuTorch's programs are lowered to (XNNPACK, or
+    OpenVINO, which the runtime then configures on load; float32 only)."""
+    if int8 and delegate != "xnnpack":
+        raise CheckpointError(f"--quantize int8 with --delegate {delegate}: int8 variants are lowered to XNNPACK only")
     listed = tuple(dict.fromkeys((*backends, "onnx") if "mnn" in backends else backends))
     formats = tuple(b for b in ARTIFACT_FORMATS if b in listed)
     with new_bundle_dir(out) as tmp:
-        if int8:
-            export_int8_apart(build, tmp, formats)
+        if int8 or delegate != "xnnpack":
+            export_apart(build, tmp, formats, int8=int8, delegate=delegate)
             reference = build
         else:
             model = build()
@@ -110,6 +117,11 @@ def write_imported_bundle(build: Callable[[], nn.Module], out: Path, tokenizer: 
             reference = lambda: model  # noqa: E731 - the float model exported is the reference
         shutil.copyfile(tokenizer, tmp / "tokenizer.json")
         manifest = manifest_for(tmp, listed)
+        if delegate != "xnnpack" and "executorch" in listed:
+            data = manifest.model_dump(mode="json")
+            for stage in data["stages"].values():
+                stage["artifacts"]["executorch"]["delegate"] = delegate
+            manifest = VLAManifest.model_validate(data)
         write_json_atomic(tmp / "manifest.json", manifest.model_dump(mode="json"))
         with native_stdout_silenced():  # MNN prints to fd 1
             parity = self_parity(tmp, reference, tuple(b for b in backends if b in ROBOT_BACKENDS))

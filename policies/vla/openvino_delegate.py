@@ -1,27 +1,22 @@
-"""ExecuTorch's OpenVINO delegate: an option of the ExecuTorch backend (`export_vla --delegate openvino`,
-`converters.export_pte(..., delegate="openvino")`), and what it takes to export and run it.
+"""ExecuTorch's OpenVINO delegate: an option of the ExecuTorch backend (`omni-vla import lerobot ... --delegate
+openvino`, `export_vla --delegate openvino`, `converters.export_pte(..., delegate="openvino")`), and its install.
 
-    python -m omni_vla_policies.vla.openvino_delegate setup DIR [--precision f32|bf16]
-    PYTHONPATH=DIR/py python -m omni_vla_policies.vla.export_vla OUT --backends executorch --delegate openvino
-    OPENVINO_LIB_PATH=DIR/libs_t1/libopenvino_c.so.2541 python -m omni_vla_policies.vla.bench_openvino OUT --xnnpack XNN
-    PYTHONPATH=DIR/py python -m omni_vla_policies.vla.openvino_delegate act BUNDLE OUT_BUNDLE
+    make setup-openvino          (= python -m omni_vla_policies.vla.openvino_delegate setup [DIR])
+    python -m omni_vla_policies.vla.export_vla OUT --backends executorch --delegate openvino
+    python -m omni_vla_policies.vla.openvino_delegate act BUNDLE OUT_BUNDLE
 
 The pinned ExecuTorch wheel registers an `OpenvinoBackend` whose library `dlopen`s `libopenvino_c.so`
-(OPENVINO_LIB_PATH) when a delegated program loads. Why the set-up is what it is:
+(OPENVINO_LIB_PATH) when a delegated program loads; the robot runtime points it at a copy of the install's libraries
+with the bundle's precision and the node's thread count (omni_vla/runtime/openvino.py, which says why). The install:
 
 - openvino 2025.x, not 2026.x: with 2026.4.1 a delegated program crashed (SIGSEGV) in its first execute; 2025.4.1,
   what the backend's own error asks for (>=2025.1,<2026), runs.
 - The export imports nncf (executorch.backends.openvino imports its quantizer): 3.1.0 is the first release that
-  imports beside torch 2.13. Both go beside the venv (`DIR/py`), not in it: openvino 2025.4 declares numpy<2.3
-  against the venv's 2.4 (it runs with 2.4).
-- The backend imports the compiled blob with no properties, so the CPU plugin's defaults apply: bf16 on a CPU with
-  AMX / AVX512-BF16 (a Linear of SmolVLA's prefix shape: max error 6.5e-3 against 3.7e-6 at f32) and every core.
-  Compile options given at export did not survive the import. OpenVINO reads plugin defaults from plugins.xml
-  beside its library, so the set-up makes one library copy per thread count with the precision and thread count set.
+  imports beside torch 2.13. Both go beside the venv (`DIR/py`, which the export puts on sys.path itself), not in it:
+  openvino 2025.4 declares numpy<2.3 against the venv's 2.4 (it runs with 2.4), and the robot loads only its C
+  libraries. So it is a make target, not a pip extra (an extra would downgrade the venv's numpy).
 
-Not done: a bundle/runtime option to load delegated programs on the robot (the library path and plugins.xml would be
-deployment settings), and what the blob does on another CPU than the one that exported it. Results:
-results/vla/README.md, section "ExecuTorch's OpenVINO delegate".
+Results: results/vla/README.md, section "ExecuTorch's OpenVINO delegate".
 """
 from __future__ import annotations
 
@@ -29,8 +24,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,54 +31,27 @@ from pathlib import Path
 import torch
 
 from omni_vla.runtime.bundle import artifact_spec, write_json_atomic
+from omni_vla.runtime.openvino import DEFAULT_DIR, ENV_DIR, installed_libs, openvino_dir
 from omni_vla_policies.act_model import ActInference, act_export_form
 from omni_vla_policies.converters import export_pte
 from omni_vla_policies.lerobot_checkpoint import read_act_checkpoint
 
 REQUIREMENTS = ("openvino==2025.4.1", "nncf==3.1.0", "psutil", "pytorch-tokenizers")
-THREADS = (1, 2)
-PRECISIONS = ("f32", "bf16")
-PLUGINS_XML = """<ie>
-    <plugins>
-        <plugin name="CPU" location="libopenvino_intel_cpu_plugin.so">
-            <properties>
-                <property key="INFERENCE_PRECISION_HINT" value="{precision}"/>
-                <property key="INFERENCE_NUM_THREADS" value="{threads}"/>
-            </properties>
-        </plugin>
-    </plugins>
-</ie>
-"""
 
 
-def setup_key(precision: str = "f32") -> str:
+def setup_key() -> str:
     """What a set-up directory holds, as a short hash: a cache keyed by it is rebuilt when the recipe changes."""
-    recipe = json.dumps([REQUIREMENTS, THREADS, PLUGINS_XML, precision])
-    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(REQUIREMENTS).encode()).hexdigest()[:16]
 
 
-def setup_openvino(root: Path, precision: str = "f32", python: str = sys.executable) -> Path:
-    """root/py: PYTHONPATH for the export (openvino's frontend and nncf); root/libs_tN: OPENVINO_LIB_PATH's directory
-    for N inference threads at `precision` (plugins.xml). pip installs with `python`, beside its environment."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+def setup_openvino(root: Path | None = None, python: str = sys.executable) -> Path:
+    """root/py (default: the runtime's OpenVINO directory): openvino and nncf from PyPI, for the export (sys.path)
+    and the runtime (its libs). pip installs with `python`, beside its environment."""
+    root = openvino_dir() if root is None else root
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--target", str(root / "py"), *REQUIREMENTS],
                    check=True)
-    for n in THREADS:
-        libs = root / f"libs_t{n}"
-        shutil.rmtree(libs, ignore_errors=True)
-        shutil.copytree(root / "py" / "openvino" / "libs", libs, symlinks=True)
-        (libs / "plugins.xml").write_text(PLUGINS_XML.format(precision=precision, threads=n))
+    installed_libs(root)  # the wheel's layout is what the runtime expects
     return root
-
-
-def plugin_defaults(lib: str | None = None) -> dict[str, str]:
-    """The CPU plugin properties plugins.xml beside `lib` (default OPENVINO_LIB_PATH) sets: what the delegate runs with."""
-    lib = os.environ.get("OPENVINO_LIB_PATH", "") if lib is None else lib
-    xml = Path(lib).parent / "plugins.xml" if lib else None
-    if xml is None or not xml.is_file():
-        return {}
-    return dict(re.findall(r'key="([A-Z_]+)" value="([^"]*)"', xml.read_text()))
 
 
 def relower_act(src: Path, out: Path, reference_form: bool = False) -> dict:
@@ -116,17 +82,15 @@ def relower_act(src: Path, out: Path, reference_form: bool = False) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("setup", help="install OpenVINO and nncf beside the venv, one plugins.xml per thread count")
-    s.add_argument("dir", type=Path)
-    s.add_argument("--precision", choices=PRECISIONS, default="f32")
+    s = sub.add_parser("setup", help="install OpenVINO and nncf beside the venv")
+    s.add_argument("dir", type=Path, nargs="?", default=None, help=f"default: {ENV_DIR} or {DEFAULT_DIR}")
     a = sub.add_parser("act", help="an imported ACT bundle with its ExecuTorch program on the OpenVINO delegate")
     a.add_argument("bundle", type=Path)
     a.add_argument("out", type=Path)
     a.add_argument("--reference-form", action="store_true", help="the plain ActInference, not the ONNX form")
     args = p.parse_args(argv)
     if args.cmd == "setup":
-        setup_openvino(args.dir, args.precision)
-        print(json.dumps({"dir": str(args.dir), "key": setup_key(args.precision)}))
+        print(json.dumps({"dir": str(setup_openvino(args.dir)), "key": setup_key()}))
     else:
         print(json.dumps(relower_act(args.bundle, args.out, args.reference_form)))
     return 0

@@ -10,7 +10,7 @@ import pytest
 from torch import nn
 
 from omni_vla_policies.lerobot_checkpoint import CheckpointError
-from omni_vla_policies.vla.imported import export_int8_apart
+from omni_vla_policies.vla.imported import export_apart
 
 
 def refuses() -> nn.Module:
@@ -24,10 +24,10 @@ def killed() -> nn.Module:
 
 def test_an_export_that_raises_is_one_line_naming_the_error(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as err:
-        export_int8_apart(refuses, tmp_path, ("executorch",))
+        export_apart(refuses, tmp_path, ("executorch",))
     assert str(err.value) == "the int8 export failed: ValueError: model.safetensors has no tensor 'x'"
 
 
 def test_an_export_killed_by_the_kernel_says_so(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"killed by signal 9: out of memory\?\)"):
-        export_int8_apart(killed, tmp_path, ("executorch",))
+        export_apart(killed, tmp_path, ("executorch",))

@@ -69,10 +69,11 @@ def test_export_refuses_the_openvino_delegate_with_other_backends_in_one_line(tm
 
 def test_export_without_openvino_installed_refuses_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv alone: no openvino, no nncf
+    env["OMNI_VLA_OPENVINO_DIR"] = str(tmp_path / "none")  # and no set-up where the export looks for one
     out = subprocess.run([sys.executable, "-m", "omni_vla_policies.vla.export_vla", str(tmp_path / "o"), "--size",
                           "tiny", "--backends", "executorch", "--delegate", "openvino"],
                          env=env, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in out.stderr.splitlines() if "OpenVINO delegate" in ln]
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
-    assert len(lines) == 1 and "openvino_delegate setup" in lines[0], out.stderr[-2000:]
+    assert len(lines) == 1 and "make setup-openvino" in lines[0], out.stderr[-2000:]
     assert not (tmp_path / "o").exists()

@@ -1,4 +1,4 @@
-"""OpenVINO for ExecuTorch's OpenVINO delegate, built once beside the test venv (a fixture, like LeRobot's venv) by
+"""OpenVINO for ExecuTorch's OpenVINO delegate, installed once beside the test venv (a fixture, like LeRobot's venv) by
 omni_vla_policies.vla.openvino_delegate.setup_openvino, keyed by its recipe (setup_key)."""
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import os
 import sys
 from pathlib import Path
 
+from omni_vla.runtime.openvino import configured_library, installed_libs
 from omni_vla_policies.vla.openvino_delegate import setup_key, setup_openvino
 
 CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla"))
 
 
 def openvino_dir() -> Path:
-    """DIR with py/ (export: PYTHONPATH) and libs_t1/, libs_t2/ (run: OPENVINO_LIB_PATH), built when missing."""
+    """DIR with py/ (the export's openvino and nncf, and the runtime's libraries), installed when missing."""
     key = setup_key()
     root = CACHE / f"openvino-{key}"
     stamp = root / ".omni_vla-ready"
@@ -23,6 +24,8 @@ def openvino_dir() -> Path:
 
 
 def lib(root: Path, threads: int | None) -> str:
-    """libopenvino_c.so with plugins.xml at fp32 and `threads` threads, or (None) the wheel's own, with its defaults."""
-    d = root / (f"libs_t{threads}" if threads else "py/openvino/libs")
-    return str(next(d.glob("libopenvino_c.so.*")))
+    """libopenvino_c.so as the robot runtime configures it (f32, `threads` threads), or (None) the wheel's own, with
+    the CPU plugin's defaults."""
+    if threads is None:
+        return str(next(installed_libs(root).glob("libopenvino_c.so.*")))
+    return str(configured_library(root, "f32", threads))
