@@ -132,15 +132,6 @@ def _bench_panels(runs: list[dict], out: Path, title: str, labels: list[str] | N
     _save(fig, out)
 
 
-def plot_bench_reproduced(d: dict, out: Path) -> None:
-    runs, labels = [], []
-    for name, r in d["runs"].items():
-        for t in r["result"]:
-            runs.append(t)
-            labels.append(name)
-    _bench_panels(runs, out, "omni-vla bench runtime --stages, re-measured on an idle machine", labels)
-
-
 def plot_vla_stages(d: dict, out: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
     st = d["stage_ms_1thread_idle"]
@@ -254,10 +245,8 @@ def plot_shutdown(d: dict, out: Path) -> None:
     _save(fig, out)
 
 
-def plot_soak(d: dict, out: Path) -> None:
-    """RSS of every process of the launched graph over the soak, and each window's worst p99 tick lateness per node
-    (benchmarks/soak)."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+def _soak_axes(axes, d: dict, what: str) -> None:  # noqa: ANN001
+    """RSS of every process of the launched graph over the soak, and each window's worst p99 tick lateness per node."""
     growth = d["summary"]["rss_growth_mib_per_h"]
     for name, samples in sorted(d["samples"].items()):
         g = growth.get(name)
@@ -265,6 +254,7 @@ def plot_soak(d: dict, out: Path) -> None:
                      label=f"{name} ({'-' if g is None else f'{g:+.2f}'} MiB/h)")
     axes[0].set_xlabel("minutes since the graph was up")
     axes[0].set_ylabel("RSS (MiB)")
+    axes[0].set_yscale("log")
     axes[0].legend(fontsize=7)
     runs = [("", d, "-")] + ([("reference bundle, ", d["reference"], "--")] if "reference" in d else [])
     for prefix, run, style in runs:
@@ -272,17 +262,31 @@ def plot_soak(d: dict, out: Path) -> None:
             pts = [(w["t_end_s"] / 60.0, w["p99_lateness_ms"][node]) for w in run["windows"]
                    if node in w["p99_lateness_ms"]]
             axes[1].plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=prefix + node)
-    if "reference" in d:
-        axes[1].set_yscale("log")
+    axes[1].set_yscale("log")
     axes[1].set_xlabel("end of window (minutes)")
-    axes[1].set_ylabel("worst p99 tick lateness reported in the window (ms)")
+    axes[1].set_ylabel("worst p99 tick lateness in the window (ms)")
     axes[1].legend(fontsize=8)
     s = d["summary"]
-    fig.suptitle(f"benchmarks/soak/run.py --minutes {d['minutes']:g}: missed ticks vla {s['vla_missed_ticks']}, "
-                 f"supervisor {s['supervisor_missed_ticks']}; clamps {s['supervisor_clamps_total']}; "
-                 f"fd growth {max(s['fd_growth'].values(), default=0)}"
-                 + (f"\n{' '.join(d['params'])}; p99 over the reference's: {s['ratios_to_reference']}"
-                    if "reference" in d else ""), fontsize=9)
+    axes[0].set_title(f"{what}: missed ticks vla {s['vla_missed_ticks']}, supervisor {s['supervisor_missed_ticks']}; "
+                      f"clamps {s['supervisor_clamps_total']}; fd growth {max(s['fd_growth'].values(), default=0)}"
+                      + (f"\np99 over the reference's: {s['ratios_to_reference']}" if "reference" in d else ""),
+                      fontsize=8, loc="left")
+
+
+def plot_soak(d: dict, out: Path) -> None:
+    """benchmarks/soak/run.py: one soak."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    _soak_axes(axes, d, f"benchmarks/soak/run.py --minutes {d['minutes']:g}")
+    _save(fig, out)
+
+
+def plot_soak_runs(d: dict, out: Path) -> None:
+    """benchmarks/soak/run.py: several soaks of one bundle, a row each."""
+    fig, axes = plt.subplots(len(d["runs"]), 2, figsize=(13, 4.5 * len(d["runs"])), squeeze=False)
+    for row, (name, run) in zip(axes, d["runs"].items()):
+        _soak_axes(row, run, name)
+    params = next(iter(d["runs"].values()))["params"]
+    fig.suptitle(" ".join(params[: len(params) // 2]) + "\n" + " ".join(params[len(params) // 2:]), fontsize=8)
     _save(fig, out)
 
 
@@ -378,7 +382,6 @@ PLOTS = {
     "one_hour/validation.json": plot_runs_overall,
     "loop_settings.json": plot_loop_settings,
     "bench_runtime.json": plot_bench_runtime,
-    "reproduced/bench_runtime_idle.json": plot_bench_reproduced,
     "vla/stages.json": plot_vla_stages,
     "vla_loop/graphs.json": plot_vla_loop,
     "launch_cold_start/cold_start.json": plot_cold_start,
@@ -387,7 +390,8 @@ PLOTS = {
     "smolvla_import/stages.json": plot_smolvla_import,
     "ros/shutdown.json": plot_shutdown,
     "ros/soak_1h.json": plot_soak,
-    "ros/soak_smolvla_5min.json": plot_soak,
+    "ros/soak_smolvla.json": plot_soak_runs,
+    "soak_loop.json": plot_loop_soak,
     "lerobot_served/served.json": plot_served,
 }
 

@@ -175,13 +175,6 @@ def loop_settings(src: Path) -> dict:
                                     "runs": sampling}}}
 
 
-def bench_reproduced(src: Path) -> dict:
-    return {"what": "omni-vla bench runtime --bundle bundles/reference --reps 300 --stages --json, twice on an idle "
-                    "machine; each run as written",
-            "runs": {f"run{i}": {"source": f"reproduced/bench_runtime_idle_run{i}.json",
-                                 "result": _load(src / f"reproduced/bench_runtime_idle_run{i}.json")} for i in (1, 2)}}
-
-
 def runtime_limits_ab(src: Path) -> dict:
     return {name: {"source": f"runtime_limits/{name}.json", "result": _load(src / f"runtime_limits/{name}.json")}
             for name in ("stepped_ab", "cross_fold_ab", "et_fp16_ab")}
@@ -286,7 +279,6 @@ def main() -> None:
         "reported_seeds.json": reported_seeds(a.src),
         "one_hour/validation.json": training(a.src),
         "loop_settings.json": loop_settings(a.src),
-        "reproduced/bench_runtime_idle.json": bench_reproduced(a.src),
         "runtime_limits/ab.json": runtime_limits_ab(a.src),
         "vla/stages.json": vla_stages(a.src),
         "vla_loop/graphs.json": vla_loop(a.src),
