@@ -156,3 +156,13 @@ def test_lateness_samples_come_back_oldest_first_after_the_window_wraps() -> Non
     for v in (4.0, 5.0, 6.0):
         stats.record(v)
     np.testing.assert_array_equal(stats.lateness_s(), [3.0, 4.0, 5.0, 6.0])
+
+
+@pytest.mark.parametrize("rate_hz, spin_s", [(1000.0, 0.0002), (500.0, 0.0004), (100.0, 0.001), (20.0, 0.001)])
+def test_the_spin_before_a_tick_is_at_most_a_fifth_of_the_period(rate_hz: float, spin_s: float) -> None:
+    """A 1 ms spin at 1 kHz never slept, so other threads took the GIL from it and ticks began late (decision 0014)."""
+    sched = Scheduler(rate_hz, lambda k, t: None)
+    assert sched.clock.spin_s == pytest.approx(spin_s)
+    shared = MonotonicClock()
+    Scheduler(1000.0, lambda k, t: None, clock=shared)
+    assert shared.spin_s == pytest.approx(0.0002)  # the node's own clock is fitted too
