@@ -293,7 +293,7 @@ def plot_soak_runs(d: dict, out: Path) -> None:
 def plot_loop_soak(d: dict, out: Path) -> None:
     """RSS of the ROS-free loop's process and its worker per window, and each window's p50/p99/max tick lateness
     (benchmarks/soak/loop.py)."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4.5))
     s, ws = d["summary"], d["windows"]
     minutes = [w["t_end_s"] / 60.0 for w in ws]
     for name, g in sorted(s["rss_growth_mib_per_h"].items()):
@@ -308,6 +308,13 @@ def plot_loop_soak(d: dict, out: Path) -> None:
     axes[1].set_xlabel("end of window (minutes)")
     axes[1].set_ylabel(f"tick lateness per window of {d['settings']['window_ticks']:,} ticks (ms)")
     axes[1].legend(fontsize=8)
+    runs = [("this run", d)] + [(k, d[k]) for k in ("before_spin_cap", "stress_horizon_1_before_spin_cap") if k in d]
+    for label, run in runs:
+        axes[2].plot([w["t_end_s"] / 60.0 for w in run["windows"]], [w["missed_ticks"] for w in run["windows"]],
+                     marker="o", label=f"{label} (horizon {run['settings']['execution_horizon']})")
+    axes[2].set_xlabel("end of window (minutes)")
+    axes[2].set_ylabel("missed ticks per window")
+    axes[2].legend(fontsize=8)
     st = d["settings"]
     fig.suptitle(f"benchmarks/soak/loop.py --rate-hz {st['rate_hz']:g} --ticks {st['ticks']:,} ({st['backend']}): "
                  f"{s['ticks']:,} ticks, missed {s['missed_ticks']}, starved {s['starved_ticks']}, "
