@@ -258,7 +258,7 @@ def _rates(text: str) -> str:
         except ValueError:
             ok = False
         if not ok:
-            raise argparse.ArgumentTypeError(f"expected a comma list of rates in Hz, each > 0 and <= {top:g}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a comma list of rates in Hz > 0 and <= {top:g}, got {text!r}")
     return text
 
 
