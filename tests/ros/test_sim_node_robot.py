@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from rosutil import REPO, free_domain_id, node_process, ros_context, spin_until
+from rosutil import REPO, call_service, free_domain_id, node_process, ros_context, spin_until
 
 pytest.importorskip("rclpy")
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
@@ -112,9 +112,8 @@ def test_sim_node_describes_every_parameter_read_only_with_its_range() -> None:
     with node_process("omni_vla_sim.node", domain, PARAMS, {"image_size": 32}), ros_context(domain) as (node, ex):
         client = node.create_client(DescribeParameters, "/sim_node/describe_parameters")
         assert client.wait_for_service(timeout_sec=60)
-        future = client.call_async(DescribeParameters.Request(names=list(SimNodeConfig.model_fields)))
-        assert spin_until(ex, future.done, 10)
-        described = {d.name: d for d in future.result().descriptors}
+        reply = call_service(ex, client, DescribeParameters.Request(names=list(SimNodeConfig.model_fields)))
+        described = {d.name: d for d in reply.descriptors}
     assert set(described) == set(SimNodeConfig.model_fields)
     assert all(d.read_only and d.description for d in described.values())
     rate = described["joint_state_hz"].floating_point_range[0]

@@ -87,3 +87,14 @@ def run_against_node(module: str, params_file: Path | None, params: dict, scenar
     if failure is not None:
         raise AssertionError(f"{failure}\n--- {module} output ---\n{output[-4000:]}") from failure
     return proc.returncode
+
+
+def call_service(ex, client, request, timeout: float = 10.0, attempts: int = 3):  # noqa: ANN001
+    """The response of a service call, asking again when none came: a service can be discovered before its response
+    path is matched, and the first reply is then lost (seen once in CI: no reply in 10 s)."""
+    for _ in range(attempts):
+        future = client.call_async(request)
+        if spin_until(ex, future.done, timeout):
+            return future.result()
+        client.remove_pending_request(future)
+    raise AssertionError(f"no reply from {client.service_name} in {attempts} calls of {timeout:g} s")
