@@ -314,6 +314,19 @@ def test_between_rest_and_the_no_reversal_bound_the_side_nearer_what_is_asked_is
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("beyond", [1e-3, 1.0])
+def test_between_rest_and_the_no_reversal_bound_a_target_beyond_the_range_asks_only_for_its_end(sign: float,
+                                                                                                beyond: float) -> None:
+    """Just short of the range end (1.1e-5), slowing down (v = 0.006, a = -3 at 1 kHz, a 0.1 s approach): the end
+    asks for less than half the bound, so the joint turns to rest; a target beyond the end asks for the same."""
+    lim = joint(J2, start=sign * (J2["max_position"] - 1.1e-5), target_horizon_s=0.1)
+    chk = moving_with(lim, sign * 0.006, sign * -3.0)
+    chk(lim.limit([sign * (J2["max_position"] + beyond)], None))
+    assert sign * lim.v[0] <= 0.0, lim.v[0]
+    chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
 @pytest.mark.parametrize("below, rides", [(2.99, True), (4.0, False)])
 def test_a_target_approach_rides_the_no_reversal_bound_where_the_jerk_window_ends_on_it(sign: float, below: float,
                                                                                          rides: bool) -> None:

@@ -17,6 +17,8 @@ from typing import Iterator
 
 import pytest
 
+from safety_oracle import scurve_stop, travel
+
 from omni_vla_safety.limiter import CommandLimiter, stop_excursion, stop_time
 from omni_vla_safety.limits import load_limit_sets
 
@@ -162,6 +164,94 @@ def test_a_wall_no_velocity_in_the_window_can_stop_before_is_reported_below_the_
     lim = CommandLimiter(PANDA, SETS, 0.001)
     lo, hi = 2.0, 2.01
     assert lim._cap(0, 1e-6, 2.0, lo, hi) is None and lim._wall(0, 1e-6, 2.0, lo, hi) < lo
+    assert lim._wall(0, 1e-6, 2.0, lo, lo) < lo  # a window of one velocity that cannot stop either
+
+
+def _stop_state(rng: random.Random, lim: CommandLimiter, i: int) -> tuple[float, float, float]:
+    """(v, s, alpha): a joint at v given velocity s, alpha the most braking end-of-period acceleration the jerk
+    allows after that tick ((s - v) / dt - J dt / 2, within the acceleration window). Speeding up a little or
+    hard, braking, moving back while pushed forward (either side of where the push turns it): every branch of
+    the bound. Braking harder than a stop without reversal allows (0 < s < alpha^2 / 2J) is left out: there
+    the bound is that of `stop_excursion`, checked above."""
+    dt, j, m = lim.dt, lim.jerk[i], lim._m[i]
+    while True:
+        alpha = rng.choice([rng.uniform(-m, m), rng.uniform(0.0, 1.0), rng.uniform(-1.0, 0.0)])
+        kind = rng.random()
+        if kind < 0.4:
+            s = rng.uniform(0.0, lim.vmax[i]) * rng.choice([1.0, 1e-3])
+        elif kind < 0.8:
+            s = -abs(alpha) * abs(alpha) / (2 * j) * rng.uniform(0.2, 3.0)
+        else:
+            s = rng.uniform(-lim.vmax[i], 0.0)
+        if alpha < 0.0 and 0.0 < s < alpha * alpha / (2 * j):
+            continue
+        return s - dt * (alpha + 0.5 * j * dt), s, alpha
+
+
+def _forward_travel(s: float, alpha: float, jerk: float, dec: float) -> float:
+    """Farthest forward of where it is that the S-curve stop from (s, alpha) takes a joint: it ends at rest
+    moving forward, or never moves forward (the oracle's phases, not the limiter's closed form)."""
+    if s <= 0.0 and s + max(alpha, 0.0) ** 2 / (2 * jerk) <= 0.0:
+        return 0.0
+    return max(0.0, travel(s, alpha, scurve_stop(s, alpha, jerk, dec)))
+
+
+@pytest.mark.parametrize("dt", [0.001, 0.01])
+def test_the_stop_bound_is_the_s_curve_travel_plus_the_commands_lead_while_it_still_speeds_up(dt: float) -> None:
+    """The position bound of the module docstring, term by term: a velocity s fits a wall x ahead when the S-curve
+    from (s, alpha) plus dt alpha^2 / 2J (alpha > 0, and the profile comes forward at all) ends within x - s dt;
+    from beyond the wall (x < 0) the stop may not come forward at all, and s may not move further out."""
+    lim = CommandLimiter(PANDA, SETS, dt)
+    rng = random.Random(21)
+    for _ in range(4000):
+        i = rng.randrange(7)
+        j, m = lim.jerk[i], lim._m[i]
+        v, s, alpha = _stop_state(rng, lim, i)
+        lead = dt * alpha * alpha / (2 * j) if alpha > 0.0 and s + alpha * alpha / (2 * j) > 0.0 else 0.0
+        bound = _forward_travel(s, alpha, j, m) + lead
+        x = rng.choice([rng.uniform(0.0, 2.0 * bound + 1e-6), -rng.uniform(0.0, 0.01)])
+        room = x - s * dt if x >= 0.0 else min(0.0, -s * dt)
+        assert lim._excess(i, x, v, s) == pytest.approx(bound - room, rel=1e-11, abs=1e-15), (i, v, s, alpha, x)
+
+
+def _commands_travel(s: float, alpha: float, jerk: float, dec: float, dt: float) -> float:
+    """Farthest forward position of the commands that follow the S-curve from (s, alpha): each tick's velocity is
+    the profile's at the tick's end, its position the last one's plus that velocity times dt (what the limiter
+    sends), until the profile is at rest."""
+    pieces, t0, v, a = [], 0.0, s, alpha
+    for jk, length in scurve_stop(s, alpha, jerk, dec):
+        pieces.append((t0 + length, t0, v, a, jk))
+        v, a, t0 = v + a * length + jk * length * length / 2, a + jk * length, t0 + length
+    q = far = 0.0
+    for k in range(1, int(t0 / dt) + 2):
+        t = k * dt
+        end, start, v, a, jk = next((p for p in pieces if t <= p[0]), (t, t0, 0.0, 0.0, 0.0))
+        u = t - start
+        q += (v + a * u + jk * u * u / 2) * dt
+        far = max(far, q)
+    return far
+
+
+@pytest.mark.parametrize("dt, ahead_at_least", [(0.001, 10), (0.01, 0)])
+def test_the_commands_that_follow_a_stop_never_run_past_its_bound_and_run_ahead_of_the_profile(
+        dt: float, ahead_at_least: int) -> None:
+    """Why the lead term: ticks that take the profile's velocity at their end run ahead of the continuous stop
+    while it still speeds up (alpha > 0). The bound (from x = 0: the excess plus -s dt) covers them in every
+    generated state; at 1 kHz in some the commands pass the continuous stop itself, so the term cannot go (at 100 Hz,
+    none of these: there the first tick already brakes more than the profile still gains)."""
+    lim = CommandLimiter(PANDA, SETS, dt)
+    rng = random.Random(22)
+    ahead = 0
+    for _ in range(1500):
+        i = rng.randrange(7)
+        j, m = lim.jerk[i], lim._m[i]
+        v, s, alpha = _stop_state(rng, lim, i)
+        if alpha <= 0.0:
+            continue
+        commands = _commands_travel(s, alpha, j, m, dt)
+        assert commands <= lim._excess(i, 0.0, v, s) - s * dt + 1e-15, (i, v, s, alpha)
+        ahead += commands > _forward_travel(s, alpha, j, m) + 1e-12
+    assert ahead >= ahead_at_least, ahead
 
 
 def _moving_near_the_range_end(rng: random.Random, dt: float) -> CommandLimiter:
