@@ -8,24 +8,21 @@ rest. The measurement itself (per-process exit times from /proc) is benchmarks/s
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from launch_graph import REPO, install, needs_launch  # noqa: F401 - install: fixture
+from launch_graph import install, needs_launch  # noqa: F401 - install: fixture
+from scripts import load_script
 
 BUDGET_S = 2.0
 NODES = ("sim_node", "vla_node", "safety_supervisor")
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("shutdown_bench", REPO / "benchmarks" / "shutdown" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/shutdown/run.py", "shutdown_bench")
 
 
 @needs_launch

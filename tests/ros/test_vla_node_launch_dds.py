@@ -1,7 +1,6 @@
 """The launch file's Fast DDS discovery profile: given to the nodes only when the user has none of their own."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rosutil import REPO
+from scripts import load_script
 
 SITE = REPO.parent / "shared" / "ros2_launch" / "site"
 pytestmark = pytest.mark.skipif(not SITE.is_dir(), reason=f"no real ROS 2 launch system here: {SITE} is missing")
@@ -19,10 +19,7 @@ def launch_module(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(SITE))
     for var in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE", "RMW_IMPLEMENTATION"):
         monkeypatch.delenv(var, raising=False)
-    spec = importlib.util.spec_from_file_location("omni_vla_launch_under_test", REPO / "launch" / "omni_vla.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
+    yield load_script("launch/omni_vla.launch.py", "omni_vla_launch_under_test")
     sys.modules.pop("omni_vla_launch_under_test", None)
 
 

@@ -2,12 +2,12 @@
 the docs cite exists, every plotted JSON has its PNG; and the plotting code draws what the data says."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
@@ -17,10 +17,7 @@ CITED = re.compile(r"(?<![\w:/.-])results/[\w./{},*-]*")
 
 
 def _plots():
-    spec = importlib.util.spec_from_file_location("make_plots", ROOT / "benchmarks" / "plots" / "make_plots.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/plots/make_plots.py", "make_plots")
 
 
 def _files() -> list[Path]:

@@ -1,7 +1,6 @@
 """The ROS-free soak: its summary judges the goals from the windows, and a short real run writes every window."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,16 +9,14 @@ from pathlib import Path
 import pytest
 
 from tiny_bundles import tiny_bundle
+from scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def loop():
-    spec = importlib.util.spec_from_file_location("soak_loop", REPO / "benchmarks" / "soak" / "loop.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/soak/loop.py", "soak_loop")
 
 
 def _window(t: float, p99: float, rss: float, fds: int, missed: int = 0) -> dict:

@@ -2,21 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
+from scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def soak():
-    spec = importlib.util.spec_from_file_location("soak_bench", REPO / "benchmarks" / "soak" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/soak/run.py", "soak_bench")
 
 
 def _install(tmp_path: Path) -> Path:
