@@ -209,9 +209,27 @@ def test_the_stop_bound_is_the_s_curve_travel_plus_the_commands_lead_while_it_st
         v, s, alpha = _stop_state(rng, lim, i)
         lead = dt * alpha * alpha / (2 * j) if alpha > 0.0 and s + alpha * alpha / (2 * j) > 0.0 else 0.0
         bound = _forward_travel(s, alpha, j, m) + lead
-        x = rng.choice([rng.uniform(0.0, 2.0 * bound + 1e-6), -rng.uniform(0.0, 0.01)])
+        x = rng.choice([rng.uniform(0.0, 2.0 * bound + 1e-6), -rng.uniform(0.0, 0.01), 0.0])  # 0: on the wall
         room = x - s * dt if x >= 0.0 else min(0.0, -s * dt)
         assert lim._excess(i, x, v, s) == pytest.approx(bound - room, rel=1e-11, abs=1e-15), (i, v, s, alpha, x)
+
+
+def test_a_profile_that_peaks_exactly_at_rest_never_comes_forward_and_keeps_no_lead() -> None:
+    """s = -alpha^2 / 2J exactly: ramping alpha away brings the joint to rest and no further, so the ticks have
+    nothing to run ahead of (the lead term is for profiles that come forward)."""
+    lim = CommandLimiter(PANDA, SETS, 0.001)
+    j, dt = lim.jerk[0], lim.dt
+    rng = random.Random(23)
+    found = 0
+    while found < 5:
+        alpha = rng.uniform(0.5, lim._m[0])
+        s = -alpha * alpha / (2 * j)
+        v = s - dt * (alpha + 0.5 * j * dt)
+        got = (s - v) / dt - 0.5 * j * dt  # the alpha the limiter computes: the tie must survive its rounding
+        if s + got * got / (2 * j) != 0.0:
+            continue
+        found += 1
+        assert lim._excess(0, 0.01, v, s) == -(0.01 - s * dt), (v, s, got)
 
 
 def _commands_travel(s: float, alpha: float, jerk: float, dec: float, dt: float) -> float:
