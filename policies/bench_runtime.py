@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", type=choice_list(ALL_BACKENDS), default=list(ALL_BACKENDS), help="comma list")
     p.add_argument("--no-cold-start", action="store_true", help="skip the per-backend subprocess cold-start runs")
     p.add_argument("--stages", action="store_true",
-                   help="also time the prefix stage alone, count FLOPs per stage and measure the sgemm roofline")
+                   help="also time each stage alone, with its GFLOP/s against the sgemm roofline of the same run")
     p.add_argument("--cold-start", metavar="BACKEND", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
@@ -246,12 +246,13 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
         kind = sniff_kind(a.bundle)
-        if kind == "vla" and a.stages:
-            p.error(f"--stages: {a.bundle} is an imported VLA bundle; expected the reference kind (per-stage times of "
-                    "a VLA: python -m omni_vla_policies.vla.bench_vla)")
-        if kind == "vla":  # an imported staged VLA (SmolVLA, pi0, pi0.5): whole chunks per runtime
+        if kind == "chunk" and a.stages:
+            p.error(f"--stages: {a.bundle} is a single-pass bundle (one stage); expected the reference kind or an "
+                    "imported VLA")
+        if kind == "vla":  # an imported staged VLA (SmolVLA, pi0, pi0.5): whole chunks per runtime, stages if asked
             bench_staged = importlib.import_module("omni_vla_policies.bench_staged").bench_staged
-            results = [bench_staged(a.bundle, n, a.reps, a.warmup, tuple(a.backends)) for n in threads]
+            results = [bench_staged(a.bundle, n, a.reps, a.warmup, tuple(a.backends), stages=a.stages)
+                       for n in threads]
         elif kind == "chunk":  # an imported single-pass policy (format 3): its own interleaved run
             # By name: it imports torch, which the cold-start subprocesses of this module must not pay for.
             bench_chunk = importlib.import_module("omni_vla_policies.bench_chunk").bench_chunk

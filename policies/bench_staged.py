@@ -3,6 +3,10 @@ chunk (vision per camera -> prefix -> N flow steps -> finish) through the robot'
 runtime the bundle holds, same seeded observation, interleaved in one process; median and p99 per thread count.
 With few repetitions p99 is the slowest. Load seconds and this process's peak RSS after loading and running are
 reported too: a multi-GB bundle is as much about memory as speed.
+
+`stages`: each stage alone as well (its program on the inputs the last chunk left in its buffers, interleaved across
+runtimes), the chunk rebuilt from them (cameras x vision + prefix + steps x step + finish), and each stage's GFLOP/s
+(FLOPs the manifest recorded at export) against a 1024^3 sgemm at the same thread count in the same run.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import numpy as np
 from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.runtime.registry import robot_module
 from omni_vla.runtime.vla import StagedVLARuntime, read_vla_manifest
-from omni_vla_policies.bench_runtime import peak_rss_kb
+from omni_vla_policies.bench_runtime import peak_rss_kb, sgemm_gflops
 
 INSTRUCTION = "pick up the cube and place it in the bin"
 
@@ -31,8 +35,39 @@ def observation(rt: StagedVLARuntime, seed: int = 0) -> tuple:
     return images, state, rt.encode_instruction(text)[None], noise
 
 
+def _stats(ms: list[float]) -> dict[str, float]:
+    return {"median_ms": round(float(np.median(ms)), 3), "p99_ms": round(float(np.percentile(ms, 99)), 3)}
+
+
+def time_stages(runtimes: dict[str, StagedVLARuntime], reps: int, threads: int) -> dict:
+    """Each stage alone on each runtime, interleaved; the chunk they add up to; GFLOP/s against the sgemm roofline."""
+    m = next(iter(runtimes.values())).manifest
+    calls = {"vision": len(m.cameras), "prefix": 1, "step": m.flow.num_steps, "finish": 1}
+    times: dict[str, dict[str, list[float]]] = {b: {s: [] for s in calls} for b in runtimes}
+    order = list(runtimes)
+    for stage in calls:
+        programs = {b: rt.stage_program(stage) for b, rt in runtimes.items()}
+        for rep in range(reps):
+            for b in order[rep % len(order):] + order[:rep % len(order)]:
+                t0 = time.perf_counter()
+                programs[b]()
+                times[b][stage].append((time.perf_counter() - t0) * 1e3)
+    sgemm = sgemm_gflops(threads, n=1024, reps=10)
+    flops = {s: m.stages[s].flops for s in calls}
+    out: dict = {"calls_per_chunk": calls, "flops": flops, "sgemm_gflops": round(sgemm, 2), "backends": {}}
+    for b, per in times.items():
+        st = {s: _stats(v) for s, v in per.items()}
+        for s, f in flops.items():
+            if f:
+                st[s]["gflops"] = round(f / st[s]["median_ms"] / 1e6, 2)
+                st[s]["fraction_of_sgemm"] = round(st[s]["gflops"] / sgemm, 3)
+        chain = sum(calls[s] * st[s]["median_ms"] for s in calls)
+        out["backends"][b] = {"stages": st, "chain_ms": round(chain, 1)}
+    return out
+
+
 def bench_staged(bundle: str | Path, threads: int, reps: int, warmup: int,
-                 backends: tuple[str, ...] = ROBOT_BACKENDS) -> dict:
+                 backends: tuple[str, ...] = ROBOT_BACKENDS, stages: bool = False) -> dict:
     bundle = Path(bundle)
     m = read_vla_manifest(bundle)
     held = [b for b in backends if b in ROBOT_BACKENDS and all(b in s.artifacts for s in m.stages.values())]
@@ -57,6 +92,7 @@ def bench_staged(bundle: str | Path, threads: int, reps: int, warmup: int,
                 t0 = time.perf_counter()
                 runtimes[b].infer(images, state, lang, prefix, 0, noise, out)
                 times[b].append((time.perf_counter() - t0) * 1e3)
+    per_stage = time_stages(runtimes, reps, threads) if stages and runtimes else None
     for rt in runtimes.values():
         rt.close()
     runtimes.clear()  # ExecuTorch's thread pool is process-wide: no program may outlive this thread count
@@ -67,4 +103,5 @@ def bench_staged(bundle: str | Path, threads: int, reps: int, warmup: int,
             "warmup": warmup, "interleaved": True, "flow_steps": m.flow.num_steps,
             "cameras": [f"{c.name} {c.height}x{c.width}" for c in m.cameras],
             "bundle_bytes": sum(p.stat().st_size for p in bundle.iterdir() if p.is_file()),
-            "backends": stats, "skipped": skipped, "peak_rss_mb": round(peak_rss_kb() / 1024, 1)}
+            "backends": stats, "skipped": skipped, "peak_rss_mb": round(peak_rss_kb() / 1024, 1),
+            **({"stages": per_stage} if per_stage else {})}

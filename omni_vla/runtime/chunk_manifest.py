@@ -71,6 +71,8 @@ class ChunkStageSpec(_Strict):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     artifacts: dict[ArtifactFormat, ArtifactSpec]
+    flops: int | None = Field(None, ge=0, description="floating-point operations of one call, counted on the float "
+                              "model at export (for per-stage GFLOP/s); absent in bundles exported before it")
 
 
 class Format3Manifest(_Strict):

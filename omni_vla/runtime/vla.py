@@ -223,5 +223,9 @@ class StagedVLARuntime:
         zeros = np.zeros((1, h, d), np.float32)
         self.infer(images, state, self.encode_instruction(text)[None], zeros, 0, zeros, np.zeros((h, d), np.float32))
 
+    def stage_program(self, stage: str) -> Callable[[], list[np.ndarray]]:
+        """One stage's loaded program on its preallocated inputs (as the last `infer` left them): a stage timed alone."""
+        return self._runs[stage]
+
     def close(self) -> None:
         self._runs = {}

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from omni_vla_policies.bench_runtime import peak_rss_kb, process_age_s, sgemm_gflops
-from omni_vla_policies.vla.export_vla import build
-from omni_vla_policies.vla.model import stage_inputs, stage_modules
+from omni_vla_policies.vla.export_vla import build, stage_flops
+from omni_vla_policies.vla.model import stage_inputs
 from omni_vla_policies.vla.parity_vla import chain
 from omni_vla_policies.vla.runners import BACKENDS, SUFFIX, load_stage
 from omni_vla_policies.vla.smolvla_config import SmolVLAArch
@@ -49,17 +48,6 @@ def chain_io(arch: SmolVLAArch) -> dict[str, np.ndarray]:
     return {"images": rng.random((arch.cameras, 1, 3, s, s), dtype=np.float32),
             "lang_tokens": ins["prefix"][1], "lang_mask": ins["prefix"][2], "state_padded": ins["prefix"][3],
             "noise": ins["step"][0]}
-
-
-def stage_flops(arch: SmolVLAArch, model: torch.nn.Module) -> dict[str, int]:
-    mods, ins = stage_modules(model), stage_inputs(arch)
-    out = {}
-    with torch.no_grad():
-        for name in STAGES:
-            with FlopCounterMode(display=False) as fc:
-                mods[name](*ins[name])
-            out[name] = int(fc.get_total_flops())
-    return out
 
 
 def bench_stages(art_dir: Path, model: torch.nn.Module, threads: int, backends: tuple[str, ...],
@@ -118,7 +106,7 @@ def bench(art_dir: Path, weights: Path, threads: list[int], backends: tuple[str,
           cold: bool = True) -> dict:
     arch = SmolVLAArch.model_validate_json((art_dir / "arch.json").read_text())
     model = build(arch, weights)
-    flops = stage_flops(arch, model)
+    flops = stage_flops(model)
     sizes = {b: {s: (art_dir / f"{s}.{SUFFIX[b]}").stat().st_size for s in STAGES} for b in backends if b != "torch"}
     out: dict = {"arch": arch.model_dump(), "parameters": sum(p.numel() for p in model.parameters()),
                  "flops": flops, "artifact_bytes": sizes, "reps": reps, "per_threads": {}}

@@ -101,7 +101,8 @@ def write_vla_bundle(art: Path, out: Path, *, rate_hz: float, execute_steps: int
                 raise FileNotFoundError(f"{src} is missing: export it with export_vla --backends {b}")
             arts[b] = artifact_spec(art, src.name).model_dump()  # hashed at the source: placed unchanged below
             files.append(src)
-        stages[stage] = {"inputs": ins, "outputs": outs, "artifacts": arts}
+        stages[stage] = {"inputs": ins, "outputs": outs, "artifacts": arts,
+                         "flops": exported.get("flops", {}).get(stage)}
     texts = [str(t) for t in np.load(robot / ref.instruction.table.file)["texts"]]
     tokenizer, table = language_table(texts, arch)
     units = ["m" if j == joints[-1] else "rad" for j in joints]

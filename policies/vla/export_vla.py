@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from omni_vla.backends import ARTIFACT_FORMATS
 from omni_vla_policies.converters import DELEGATES, convert_mnn, executorch_partitioners, export_onnx, export_pte, versions
@@ -33,6 +34,19 @@ def build(arch: SmolVLAArch, weights: Path | None = None, seed: int = 0) -> Smol
     if weights is not None:
         load_lerobot_weights(model, weights)
     return model
+
+
+def stage_flops(model: torch.nn.Module) -> dict[str, int]:
+    """Floating-point operations of one call of each stage (torch's FlopCounterMode on the float modules and their
+    example inputs): what `omni-vla bench runtime --stages` divides a stage's measured time by."""
+    mods, ins = stage_modules(model), stage_inputs(model)
+    out = {}
+    with torch.no_grad():
+        for name, mod in mods.items():
+            with FlopCounterMode(display=False) as fc:
+                mod(*ins[name])
+            out[name] = int(fc.get_total_flops())
+    return out
 
 
 def export_int8(module: torch.nn.Module, args: tuple, name: str, out: Path, backend: str) -> Path:
@@ -69,6 +83,7 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = ARTIFAC
     artifacts are written from its float weights (a 3.3 B pi0 cannot hold a float and a quantised copy at once)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "arch.json").write_text(model.arch.model_dump_json(indent=1))
+    flops = stage_flops(model)  # before any in-place quantisation
     mods, ins = stage_modules(model), stage_inputs(model)
     qmods: dict = {}
     report: dict = {name: {} for name in stages or tuple(mods)}
@@ -101,7 +116,8 @@ def export_stages(model: SmolVLA, out: Path, backends: tuple[str, ...] = ARTIFAC
     earlier = json.loads((out / "export.json").read_text()) if (out / "export.json").is_file() else {}
     if earlier.get("int8") == int8:  # re-exporting some stages (e.g. finish at the robot's width) keeps the rest
         report = {**earlier.get("stages", {}), **report}
-    (out / "export.json").write_text(json.dumps({"stages": report, "int8": int8, "versions": versions()}, indent=1))
+    (out / "export.json").write_text(json.dumps({"stages": report, "int8": int8, "flops": flops,
+                                                 "versions": versions()}, indent=1))
     return report
 
 

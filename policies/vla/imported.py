@@ -6,6 +6,7 @@ say what differs: the policy name, the source record, the language block.
 """
 from __future__ import annotations
 
+import json
 import multiprocessing
 import shutil
 from multiprocessing.connection import Connection
@@ -38,7 +39,8 @@ def vla_manifest(*, policy: str, source: dict, arch: Any, cameras: list[str], tm
     gripper), the checkpoint's normalisation and the flow schedule."""
     h, w = arch.camera_shape
     units = ["m" if n == gripper else "rad" for n in joint_names]
-    stages = {stage: {"inputs": ins, "outputs": outs,
+    flops = json.loads((tmp / "export.json").read_text()).get("flops", {})
+    stages = {stage: {"inputs": ins, "outputs": outs, "flops": flops.get(stage),
                       "artifacts": {b: artifact_spec(tmp, f"{stage}.{SUFFIX_OF[b]}").model_dump() for b in backends}}
               for stage, (ins, outs) in stage_specs(arch).items()}
     return VLAManifest.model_validate({

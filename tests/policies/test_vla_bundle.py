@@ -214,11 +214,49 @@ def test_the_runtime_benchmark_times_whole_chunks_of_a_staged_bundle_on_each_rob
         assert 0.0 < stats["median_ms"] <= stats["p99_ms"] and stats["load_s"] >= 0.0
 
 
-def test_the_runtime_benchmark_refuses_stages_of_a_staged_bundle_in_one_line(bundle: Path) -> None:
+def test_the_runtime_benchmark_times_each_stage_of_a_staged_bundle_against_its_flops(bundle: Path) -> None:
+    """`--stages` on a VLA bundle: each stage alone per runtime, the chunk rebuilt from them, GFLOP/s from the FLOPs
+    the manifest recorded at export (counted again here on the model the bundle was exported from)."""
     import subprocess
     import sys
 
+    m = read_vla_manifest(bundle)
     out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--threads", "1", "--reps", "3", "--warmup", "1", "--stages", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [res] = json.loads(out.stdout)
+    per = res["stages"]
+    assert per["calls_per_chunk"] == {"vision": len(m.cameras), "prefix": 1, "step": m.flow.num_steps, "finish": 1}
+    assert per["flops"] == {s: m.stages[s].flops for s in per["calls_per_chunk"]}
+    assert all(per["flops"][s] > 0 for s in ("vision", "prefix", "step")) and per["sgemm_gflops"] > 0.0
+    assert set(per["backends"]) == {"executorch", "mnn"}
+    for b, got in per["backends"].items():
+        st = got["stages"]
+        for s, calls in per["calls_per_chunk"].items():
+            assert 0.0 < st[s]["median_ms"] <= st[s]["p99_ms"]
+            if per["flops"][s]:  # finish only slices and scales: no matmul for torch's counter
+                assert st[s]["gflops"] == pytest.approx(per["flops"][s] / st[s]["median_ms"] / 1e6, rel=0.01,
+                                                         abs=0.01)
+        rebuilt = sum(calls * st[s]["median_ms"] for s, calls in per["calls_per_chunk"].items())
+        assert got["chain_ms"] == pytest.approx(rebuilt, abs=0.1)
+
+
+def test_the_stage_flops_in_a_manifest_are_those_of_the_model_it_was_exported_from(model, bundle: Path) -> None:  # noqa: ANN001
+    from omni_vla_policies.vla.export_vla import stage_flops
+
+    m = read_vla_manifest(bundle)
+    assert {s: m.stages[s].flops for s in m.stages} == stage_flops(model)
+
+
+def test_the_runtime_benchmark_refuses_stages_of_a_single_pass_bundle_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    single = tmp_path / "single"  # what the benchmark reads before it refuses: the kind
+    single.mkdir()
+    (single / "manifest.json").write_text(json.dumps({"format": "omni_vla.bundle/3", "kind": "chunk"}))
+    out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(single),
                           "--stages", "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "--stages" in out.stderr.splitlines()[-1] and "imported VLA bundle" in out.stderr.splitlines()[-1]
+    assert "--stages" in out.stderr.splitlines()[-1] and "single-pass" in out.stderr.splitlines()[-1]
