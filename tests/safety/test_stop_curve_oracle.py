@@ -148,6 +148,27 @@ def test_the_fastest_velocity_that_stops_before_a_wall_fits_and_nothing_faster_d
     assert checked > 300
 
 
+@pytest.mark.parametrize("dt", [0.001, 0.01])
+def test_the_quick_test_never_lets_a_velocity_through_whose_stop_ends_past_the_wall(dt: float) -> None:
+    """The search's shortcut returns the window's top without computing its stop: it may do so only where that stop
+    fits. Walls a millionth short of where the top's stop ends (and exactly there), from slow to the velocity limit,
+    speeding up and braking: the top is refused short of it and kept on it."""
+    lim = CommandLimiter(PANDA, SETS, dt)
+    rng = random.Random(24)
+    for _ in range(3000):
+        i = rng.randrange(7)
+        m, vmax = lim._m[i], lim.vmax[i]
+        hi = vmax * rng.choice([rng.random(), 10 ** rng.uniform(-6, 0), 1.0])
+        v = min(vmax, max(0.0, hi + rng.uniform(-1.0, 1.0) * m * dt))
+        lo = max(0.0, hi - rng.uniform(0.0, 2.0) * m * dt)
+        x0 = lim._excess(i, 0.0, v, hi)  # the wall the top's stop ends on (the excess at 0 is the stop plus hi dt)
+        if x0 <= 0.0:
+            continue
+        short = lim._cap(i, x0 * (1.0 - 1e-6), v, lo, hi)
+        assert short is None or short < hi, (i, v, lo, hi, x0)
+        assert lim._cap(i, x0 * (1.0 + 1e-12), v, lo, hi) == hi, (i, v, lo, hi, x0)
+
+
 def test_a_joint_without_a_jerk_limit_brakes_on_its_deceleration_curve() -> None:
     sets = [s.model_copy(update={"hard": s.hard.model_copy(update={"has_jerk_limits": False})}) for s in SETS]
     lim = CommandLimiter(PANDA, sets, 0.001)
