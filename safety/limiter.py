@@ -516,14 +516,8 @@ class CommandLimiter:
 
     def _cap(self, i: int, x: float, v: float, lo: float, hi: float) -> float | None:
         """Largest velocity in [lo, hi] whose stop stays within a wall x ahead (for a wall behind, the caller
-        mirrors v, lo, hi), or None when none does. Regula falsi (Illinois), keeping the end that fits."""
-        # Quick sufficient test: from any v' <= hi the S-curve peaks below p = hi + M^2 / 2J and lasts at most
-        # 3 M / J + p / M (ramps and hold), so it travels at most p times that, the steps' lead at most dt M^2 / 2J.
-        j, m = self.jerk[i], self._m[i]
-        lead = m * m / (2.0 * j)
-        p = (hi if hi > 0.0 else 0.0) + lead
-        if x - (hi if hi > 0.0 else 0.0) * self.dt >= p * (3.0 * m / j + p / m) + self.dt * lead:
-            return hi
+        mirrors v, lo, hi), or None when none does. Regula falsi (Illinois), keeping the end that fits. The top is
+        always checked by its own stop (docs/decisions/0015): no cheaper test stands in for it."""
         f_hi = self._excess(i, x, v, hi)
         if f_hi <= 0.0:
             return hi
