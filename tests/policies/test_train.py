@@ -51,7 +51,9 @@ def test_compiled_bfloat16_training_still_learns_and_saves_float32_weights(demos
     # the exporters and runtimes read.
     before = train(tiny_config(demos, tmp_path / "init.pt", max_steps=1), log=lambda s: None)["val_loss"]
     out = tmp_path / "policy.pt"
-    summary = train(tiny_config(demos, out, compile=True, bf16_autocast=True), log=lambda s: None)
+    # Compiling takes minutes on a loaded 2-core machine: the time cap must not cut the 60 steps short.
+    summary = train(tiny_config(demos, out, compile=True, bf16_autocast=True, max_minutes=60.0), log=lambda s: None)
+    assert summary["steps"] == 60, summary
     assert summary["val_loss"] < 0.9 * before, f"held-out loss did not fall: {before:.3f} -> {summary['val_loss']:.3f}"
     state = load_checkpoint(out)["state_dict"]
     assert {v.dtype for v in state.values() if v.is_floating_point()} == {torch.float32}
