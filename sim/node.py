@@ -171,10 +171,13 @@ class SimNode(Node):
         if due <= 0:
             return
         self.sim_steps += due
-        moving = not (self.done or self.frozen)
+        # The arm keeps following commands once the episode is over, as a robot does: only its verdict is latched
+        # (steps and success stop at the end). A frozen sim (an operator's reset) holds the reset pose.
+        moving = not self.frozen
         if moving:
             self.env.advance(due)
-            self._in_period += due
+            if not self.done:
+                self._in_period += due
             while self._in_period >= self.env.n_substeps and not self.done:
                 self._in_period -= self.env.n_substeps
                 _, _, ok, truncated, _ = self.env.end_tick()

@@ -40,3 +40,13 @@ def test_sim_node_publishes_sensors_and_follows_forward_position_commands() -> N
             ex.spin_once(timeout_sec=0.05)
         assert spin_until(ex, lambda: abs(joints[-1].position[0] - target[0]) < 0.02, 10)
         assert status and status[-1]["task"] == "pick_red"
+        # Past the episode's end (pick_red: 120 periods at 20 Hz) the verdict is latched and the arm still follows.
+        assert spin_until(ex, lambda: status and status[-1]["done"], 30), status[-1:]
+        steps = status[-1]["step"]
+        back = start.copy()
+        back[7] = 0.01
+        for _ in range(5):
+            cmd_pub.publish(Float64MultiArray(data=back.tolist()))
+            ex.spin_once(timeout_sec=0.05)
+        assert spin_until(ex, lambda: abs(joints[-1].position[0] - back[0]) < 0.02, 10), "the arm froze at the end"
+        assert status[-1]["done"] and status[-1]["step"] == steps and not status[-1]["success"]
