@@ -165,7 +165,10 @@ def plot(stages: dict, out: Path) -> None:
     threads = list(per)
     backends = list(per[threads[0]]["chain_ms"])
     counts = {"vision": stages["arch"]["cameras"], "prefix": 1, "step": stages["arch"]["num_steps"], "finish": 1}
-    fig, axes = plt.subplots(1, 5, figsize=(17, 4))
+    extra = stages.get("bench_runtime_stages")
+    fig = plt.figure(figsize=(17, 8 if extra else 4))
+    grid = fig.add_gridspec(2 if extra else 1, 5)
+    axes = [fig.add_subplot(grid[0, k]) for k in range(5)]
     width = 0.8 / len(backends)
     colors = {"executorch": "tab:blue", "mnn": "tab:orange", "onnxruntime": "tab:green", "torch": "tab:gray"}
     for ax, stage in zip(axes, (*STAGES, "chain")):
@@ -185,9 +188,34 @@ def plot(stages: dict, out: Path) -> None:
         ax.set_ylabel("ms (median, whisker p99)" if stage != "chain" else "ms (sum of medians)")
     axes[-1].axhline(CHUNK_GOAL_S * 1e3, color="red", ls="--", lw=1, label=f"goal {CHUNK_GOAL_S} s @2 thr")
     axes[-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle("omni-vla import lerobot: full-size SmolVLA (LeRobot 0.4.4 checkpoint), per-stage latency")
+    if extra:
+        _plot_bench_runtime(fig.add_subplot(grid[1, :]), extra)
+    fig.suptitle("omni-vla import lerobot: full-size SmolVLA (LeRobot 0.4.4 checkpoint), per-stage latency"
+                 + (" (top: bench_vla under load; bottom: bench runtime --stages)" if extra else ""))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
+
+
+def _plot_bench_runtime(ax, extra: dict) -> None:  # noqa: ANN001
+    """`omni-vla bench runtime --stages` (stored under bench_runtime_stages): each stage's GFLOP/s as a fraction of
+    the sgemm of the same run, per thread count and robot runtime."""
+    bars = []
+    for run in extra["runs"]:
+        st = run["stages"]
+        for b, got in st["backends"].items():
+            for stage in ("vision", "prefix", "step"):
+                bars.append((f"{stage}\n{run['threads']} thr {b}", got["stages"][stage]["fraction_of_sgemm"],
+                             got["stages"][stage]["gflops"], run["threads"]))
+    colors = {1: "tab:green", 2: "tab:purple"}  # not the backends' colours above
+    ax.bar(range(len(bars)), [f for _, f, _, _ in bars], color=[colors.get(t, "tab:gray") for *_, t in bars])
+    for k, (_, f, g, _) in enumerate(bars):
+        ax.text(k, f, f"{g:.0f} GFLOP/s", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(bars)), [name for name, *_ in bars], fontsize=7)
+    ax.axhline(1.0, color="red", ls="--", lw=1)
+    ax.set_ylabel("fraction of sgemm 1024^3 (same run)")
+    chunks = ", ".join(f"{r['threads']} thr: {r['backends'][b]['median_ms'] / 1e3:.2f} s {b}"
+                       for r in extra["runs"] for b in r["backends"])
+    ax.set_title(f"omni-vla bench runtime --stages, idle machine ({extra['date']}): whole chunk {chunks}", fontsize=9)
 
 
 def fmt(v, unit: str = "") -> str:  # noqa: ANN001
