@@ -119,7 +119,7 @@ def test_the_time_to_rest_of_a_joint_at_rest_or_moving_back_without_a_push_is_ze
 @pytest.mark.parametrize("dt", [0.001, 0.01])
 def test_the_fastest_velocity_that_stops_before_a_wall_fits_and_nothing_faster_does(dt: float) -> None:
     """_cap(i, x, v, lo, hi): the largest s in [lo, hi] whose stop (_excess <= 0) stays within x; None only when
-    even lo does not fit. Walls from far beyond the shortcut's reach to just behind the joint."""
+    even lo does not fit. Walls from far beyond any stop's reach to just behind the joint."""
     lim = CommandLimiter(PANDA, SETS, dt)
     rng = random.Random(11)
     checked = 0
