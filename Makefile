@@ -10,7 +10,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup system-deps demo test bench text-encoder clean robot-requirements venv312 test-py312 aarch64 \
+.PHONY: setup system-deps demo test robot-requirements venv312 test-py312 aarch64 \
 	setup-openvino
 
 # EGL/Mesa: headless MuJoCo rendering. FFmpeg's shared libraries (Debian 12 names): torchcodec, LeRobot's video

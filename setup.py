@@ -53,14 +53,14 @@ setup(
     packages=[
         "omni_vla", "omni_vla.core", "omni_vla.runtime", "omni_vla.inference", "omni_vla.cloud", "omni_vla.ros",
         "omni_vla.tools",
-        "omni_vla_safety", "omni_vla_sim", "omni_vla_policies",
+        "omni_vla_safety", "omni_vla_sim", "omni_vla_policies", "omni_vla_policies.vla",
     ],
     package_dir={
         "omni_vla_safety": "safety",
         "omni_vla_sim": "sim",
         "omni_vla_policies": "policies",
     },
-    package_data={"omni_vla_sim": ["assets/*"]},
+    package_data={"omni_vla_policies.vla": ["*.json"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),

@@ -8,6 +8,7 @@ The robot's own driver must provide the cameras, /joint_states and a forward pos
 The nodes come from omni_vla/ros/graph.py (ROBOT_NODES), the table `omni-vla demo` starts too.
 sim.launch.py includes this file and adds sim_node.
 """
+import hashlib
 import os
 import tempfile
 
@@ -85,9 +86,29 @@ def _params_file(config_dir, executable, namespaced):
     if executable not in data:
         return path
     data[f"/**/{executable}"] = data.pop(executable)
-    with tempfile.NamedTemporaryFile("w", prefix=f"{executable}_", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(data, f)
-        return f.name
+    return _kept_file(f"{executable}_", ".yaml", yaml.safe_dump(data))
+
+
+def _kept_file(prefix, suffix, text):
+    """A file holding `text` under ROS_HOME/omni_vla (else the temp directory), named by its hash: every launch
+    with the same content uses the same file, so a robot relaunched all day does not fill its disk with copies."""
+    folder = os.path.join(os.environ.get("ROS_HOME") or os.path.expanduser("~/.ros"), "omni_vla")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        folder = tempfile.gettempdir()
+    path = os.path.join(folder, f"{prefix}{hashlib.sha256(text.encode()).hexdigest()[:16]}{suffix}")
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return path
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
 
 
 def dds_environment() -> dict:
@@ -97,9 +118,7 @@ def dds_environment() -> dict:
         return {}
     if not os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
         return {}
-    with tempfile.NamedTemporaryFile("w", prefix="omni_vla_fastdds_", suffix=".xml", delete=False) as f:
-        f.write(FASTDDS_PROFILE)
-        return {"FASTRTPS_DEFAULT_PROFILES_FILE": f.name}
+    return {"FASTRTPS_DEFAULT_PROFILES_FILE": _kept_file("fastdds_", ".xml", FASTDDS_PROFILE)}
 
 
 def node_actions(context, specs):

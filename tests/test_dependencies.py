@@ -279,6 +279,26 @@ def test_the_robot_nodes_start_without_any_extra() -> None:
         assert not extra_only, f"{exe} imports {extra_only} at start-up, which only a pip extra installs"
 
 
+def _package_path(package: str) -> Path:
+    top, *rest = package.split(".")
+    return REPO / SETUP["package_dir"].get(top, top) / Path(*rest)
+
+
+def test_every_package_in_the_tree_is_installed_with_its_data() -> None:
+    """A wheel or a colcon install (not symlinked) ships only the listed packages and their package_data."""
+    on_disk = {init.parent for top in ("omni_vla", "safety", "sim", "policies") for init in (REPO / top).rglob("__init__.py")}
+    assert on_disk == {_package_path(p) for p in SETUP["packages"]}
+    shipped: set[Path] = set()
+    for package, patterns in SETUP["package_data"].items():
+        for pattern in patterns:
+            found = set(_package_path(package).glob(pattern))
+            assert found, f"package_data {package}: {pattern} matches nothing"
+            shipped |= found
+    data = {p for top in ("omni_vla", "safety", "sim", "policies") for p in (REPO / top).rglob("*")
+            if p.suffix in (".json", ".yaml", ".xml") and "__pycache__" not in p.parts}
+    assert data <= shipped, f"data files in the packages that no install carries: {sorted(map(str, data - shipped))}"
+
+
 def test_every_runtime_requirement_of_setup_py_has_a_package_xml_key() -> None:
     by_dist = {dist: key for key, dist in IMPORT_KEYS.values() if dist and key}
     missing = sorted(d for d in RUNTIME_DISTS if by_dist.get(d) not in DECLARED)

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -145,7 +145,9 @@ def summarise(windows: list[dict[str, Any]], procs: dict[str, list[tuple[float, 
 
 
 def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_args: list[str],
-         instruction: str) -> dict[str, Any]:
+         instruction: str, checkpoint: Callable[[dict[str, Any]], None] = lambda report: None) -> dict[str, Any]:
+    """One launched graph for `minutes`; `checkpoint` gets the report so far after every window (`"partial": true`),
+    so a soak stopped early keeps what it measured."""
     shutdown = SHUTDOWN
     env, domain, launch_file = shutdown.launch_env(install)
     proc = subprocess.Popen([sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file), *launch_args], cwd=workdir,
@@ -158,6 +160,13 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
     procs: dict[str, list[tuple[float, float, int]]] = {}
     windows: list[dict[str, Any]] = []
     t0 = time.monotonic()
+
+    def report(partial: bool) -> dict[str, Any]:
+        out = "".join(lines)
+        return {"minutes": minutes, "window_s": window_s, "launch_args": launch_args, "sample_s": SAMPLE_S,
+                "graph_exited_early": proc.returncode is not None and time.monotonic() - t0 < 60.0 * minutes,
+                "traceback": "Traceback" in out, "summary": summarise(windows, procs, window_s), "windows": windows,
+                "samples": {n: s for n, s in procs.items()}, "log_tail": out[-3000:], "partial": partial}
     try:
         while time.monotonic() - t0 < 60.0 and "vla_node" not in diags.latest:
             time.sleep(0.5)
@@ -175,6 +184,7 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
                 latest, p99 = diags.take_window()
                 windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5))
                 print(json.dumps(windows[-1]), file=sys.stderr)
+                checkpoint(report(True))
                 next_window += window_s
             time.sleep(SAMPLE_S)
         if len(windows) == 0 or windows[-1]["t_end_s"] < time.monotonic() - t0 - window_s / 2:
@@ -190,11 +200,7 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         reader.join(5)
-    out = "".join(lines)
-    return {"minutes": minutes, "window_s": window_s, "launch_args": launch_args, "sample_s": SAMPLE_S,
-            "graph_exited_early": proc.returncode is not None and time.monotonic() - t0 < 60.0 * minutes,
-            "traceback": "Traceback" in out, "summary": summarise(windows, procs, window_s), "windows": windows,
-            "samples": {n: s for n, s in procs.items()}, "log_tail": out[-3000:]}
+    return report(False)
 
 
 def node_param(text: str) -> tuple[str, str, Any]:
@@ -258,21 +264,34 @@ def main(argv: list[str] | None = None) -> int:
         workdir.mkdir()
         if args.param:
             launch_args.append(f"config_dir:={config_dir(install, Path(tmp) / 'config', args.param)}")
-        reference = None
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        extra = {"params": [f"{n}:{k}={v}" for n, k, v in args.param], "commit": commit.stdout.strip(),
+                 "cpus": os.cpu_count()}
+
+        def save(report: dict[str, Any]) -> dict[str, Any]:
+            report = {**report, **extra}
+            if args.out:
+                from omni_vla.runtime.bundle import write_json_atomic
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(args.out, report)
+            return report
+
+        reference: dict[str, Any] | None = None
         if args.compare_reference:  # as shipped: its own parameter files and backend, only the bundle named
             ref_args = ["bundle_dir:=bundles/reference"]
-            reference = soak(install, workdir, args.minutes, args.window_s, ref_args, args.instruction)
-        report = soak(install, workdir, args.minutes, args.window_s, launch_args, args.instruction)
-    report["params"] = [f"{n}:{k}={v}" for n, k, v in args.param]
-    if reference is not None:
-        report.update(reference=reference, ratios=ratios(report, reference))
-        report["summary"]["ratios_to_reference"] = report["ratios"]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    report.update(commit=commit.stdout.strip(), cpus=os.cpu_count())
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+            reference = soak(install, workdir, args.minutes, args.window_s, ref_args, args.instruction,
+                             lambda ref: save({"partial": True, "windows": [], "reference": ref}))
+            extra["reference"] = reference
+
+        def with_ratios(report: dict[str, Any]) -> dict[str, Any]:
+            if reference is None or not report["windows"]:
+                return report
+            r = ratios(report, reference)
+            return {**report, "ratios": r, "summary": {**report["summary"], "ratios_to_reference": r}}
+
+        policy = soak(install, workdir, args.minutes, args.window_s, launch_args, args.instruction,
+                      lambda rep: save(with_ratios(rep)))
+        report = save(with_ratios(policy))
     print(json.dumps(report["summary"], indent=1))
     return 0 if not report["graph_exited_early"] else 1
 

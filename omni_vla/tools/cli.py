@@ -105,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         if exc.name and module_name.startswith(exc.name):
             print(f"omni-vla {verb}: not available in this checkout ({module_name} is missing)", file=sys.stderr)
             return 3
-        raise
+        if debug:
+            raise
+        print(f"omni-vla {verb}: needs {(exc.name or '?').split('.')[0]}, which this Python ({sys.executable}) lacks; "
+              "the robot's environment holds only the robot path: use the development one (make setup, "
+              "docs/install.md)", file=sys.stderr)
+        return 3
     return run_guarded(f"omni-vla {verb}", getattr(module, func), rest, debug)
 
 

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rosutil import REPO
 from scripts import load_script
@@ -15,8 +16,9 @@ pytestmark = pytest.mark.skipif(not SITE.is_dir(), reason=f"no real ROS 2 launch
 
 
 @pytest.fixture
-def launch_module(monkeypatch: pytest.MonkeyPatch):
+def launch_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.syspath_prepend(str(SITE))
+    monkeypatch.setenv("ROS_HOME", str(tmp_path / "ros_home"))
     for var in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE", "RMW_IMPLEMENTATION"):
         monkeypatch.delenv(var, raising=False)
     yield load_script("launch/omni_vla.launch.py", "omni_vla_launch_under_test")
@@ -32,7 +34,25 @@ def test_nodes_get_a_profile_announcing_every_100_ms_for_3_s_by_default(launch_m
     assert root.find("p:participant", ns).get("is_default_profile") == "true"
     assert ann.findtext("p:count", namespaces=ns) == "30"
     assert ann.findtext("p:period/p:nanosec", namespaces=ns) == "100000000"
-    path.unlink()
+
+
+def test_launching_again_reuses_the_files_instead_of_leaving_copies(launch_module, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "vla_node.yaml").write_text((REPO / "config" / "vla_node.yaml").read_text())
+    first = [launch_module.dds_environment(), launch_module._params_file(str(config), "vla_node", True)]
+    again = [launch_module.dds_environment(), launch_module._params_file(str(config), "vla_node", True)]
+    assert first == again
+    kept = sorted(p.name for p in (tmp_path / "ros_home" / "omni_vla").iterdir())
+    assert len(kept) == 2 and kept[0].startswith("fastdds_") and kept[1].startswith("vla_node_")
+    assert set(yaml.safe_load(Path(first[1]).read_text())) == {"/**/vla_node"}
+
+
+def test_a_kept_file_changed_by_someone_else_is_written_again(launch_module) -> None:
+    path = Path(launch_module.dds_environment()["FASTRTPS_DEFAULT_PROFILES_FILE"])
+    path.write_text("<profiles/>")
+    assert launch_module.dds_environment() == {"FASTRTPS_DEFAULT_PROFILES_FILE": str(path)}
+    assert path.read_text() == launch_module.FASTDDS_PROFILE
 
 
 @pytest.mark.parametrize("var, value", [("FASTRTPS_DEFAULT_PROFILES_FILE", "/etc/robot/dds.xml"),

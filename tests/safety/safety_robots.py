@@ -55,5 +55,5 @@ def described(key: str, overlay_dir: Path) -> Robot:
 
 
 def fuzz_robots() -> list[Robot]:
-    overlay_dir = Path(tempfile.mkdtemp(prefix="omni_vla_fuzz_"))
-    return [panda()] + [described(key, overlay_dir) for key in FUZZED]
+    with tempfile.TemporaryDirectory(prefix="omni_vla_fuzz_") as overlay_dir:  # read in full by described()
+        return [panda()] + [described(key, Path(overlay_dir)) for key in FUZZED]

@@ -153,6 +153,19 @@ def test_console_script_prints_one_line_and_debug_prints_the_traceback():
     assert debug.stderr.splitlines()[-1].startswith("omni-vla demo: argument --bundle: /nonexistent: no such directory")
 
 
+def test_a_verb_whose_library_is_not_installed_says_which_and_where_to_get_it(capfd, monkeypatch):
+    """The robot's environment has no torch: `omni-vla import` there is one line naming torch, not a traceback."""
+    for name in [m for m in sys.modules if m.startswith("omni_vla_policies")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert cli(["import", "lerobot", "/nonexistent"]) == 3
+    lines = capfd.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("omni-vla import: needs torch, which this Python")
+    assert "make setup" in lines[0]
+    with pytest.raises(ModuleNotFoundError):
+        cli(["--debug", "import", "lerobot", "/nonexistent"])
+
+
 def test_usage_text_documents_debug(capfd):
     assert cli(["--help"]) == 0
     assert "--debug" in capfd.readouterr().out
