@@ -117,7 +117,9 @@ def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, fl
             "vla_delay": {k: _float(vla, k) for k in ("inference_latency_p95_ms", "delay_ticks", "delay_headroom_ticks")},
             "vla_state": vla.get("state", ""),
             "supervisor": {"missed_ticks": _int(sup, "missed_ticks"), "clamps_total": _int(sup, "clamps_total"),
-                           "shaping_total": _int(sup, "shaping_total"), "ticks": _int(sup, "ticks")},
+                           "shaping_total": _int(sup, "shaping_total"), "ticks": _int(sup, "ticks"),
+                           "interventions": {k.removeprefix("interventions/"): _int(sup, k) for k in sorted(sup)
+                                             if k.startswith("interventions/")}},
             "supervisor_state": sup.get("state", ""),
             "rss_mib": {n: round(s[-1][1], 2) for n, s in procs.items() if s and s[-1][0] > since},
             "fds": {n: s[-1][2] for n, s in procs.items() if s and s[-1][0] > since}}

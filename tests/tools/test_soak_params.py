@@ -55,3 +55,12 @@ def test_ratios_are_the_worst_windows_of_policy_over_reference(soak):
                           {"p99_lateness_ms": {"vla_node": 3.0, "safety_supervisor": 0.4}}]}
     reference = {"windows": [{"p99_lateness_ms": {"vla_node": 2.0}}]}
     assert soak.ratios(policy, reference) == {"vla_node_p99_lateness": 1.5, "safety_supervisor_p99_lateness": None}
+
+
+def test_a_window_carries_the_supervisors_interventions_by_kind(soak):
+    latest = {"safety_supervisor": {"clamps_total": "12", "interventions/rejected_out_of_range": "7",
+                                    "interventions/watchdog_command": "1", "state": "hold"},
+              "vla_node": {"missed_ticks": "0"}}
+    w = soak.window_record(60.0, latest, {"vla_node": 0.1}, {}, 0.0)
+    assert w["supervisor"]["interventions"] == {"rejected_out_of_range": 7, "watchdog_command": 1}
+    assert w["supervisor"]["clamps_total"] == 12 and w["supervisor_state"] == "hold"
