@@ -15,6 +15,21 @@ def proc_sample(pid: int) -> tuple[float, int] | None:
         return None
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, stolen) CPU seconds of the whole machine since boot, from /proc/stat: busy is every state but idle
+    and iowait (this graph included); stolen is time the hypervisor ran someone else on our virtual CPUs."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / tick, steal / tick
+
+
+def cpu_use(before: tuple[float, float], after: tuple[float, float], wall_s: float) -> dict[str, float]:
+    """Cores busy and cores stolen on average between two machine_cpu() readings `wall_s` apart."""
+    return {"busy_cores": round((after[0] - before[0]) / wall_s, 3),
+            "stolen_cores": round((after[1] - before[1]) / wall_s, 4)}
+
+
 def slope_per_hour(samples: list[tuple[float, float, int]], index: int, after: float) -> float | None:
     """Least-squares growth per hour of sample field `index` over the samples after `after` seconds."""
     pts = [(s[0], float(s[index])) for s in samples if s[0] >= after]

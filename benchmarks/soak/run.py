@@ -49,7 +49,8 @@ def _module(name: str, path: Path) -> Any:
 
 
 PROCSTATS = _module("soak_procstats", Path(__file__).with_name("procstats.py"))
-proc_sample, slope_per_hour = PROCSTATS.proc_sample, PROCSTATS.slope_per_hour
+proc_sample, slope_per_hour, machine_cpu, cpu_use = (PROCSTATS.proc_sample, PROCSTATS.slope_per_hour,
+                                                      PROCSTATS.machine_cpu, PROCSTATS.cpu_use)
 
 
 SHUTDOWN = _module("shutdown_bench", REPO / "benchmarks" / "shutdown" / "run.py")  # install build, census
@@ -175,6 +176,7 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
         t0 = time.monotonic()  # the soak's clock starts with the graph up
         diags.take_window()
         next_window = window_s
+        cpu_mark, t_mark = machine_cpu(), 0.0
         while (t := time.monotonic() - t0) < 60.0 * minutes and proc.poll() is None:
             started = {m.group(1): int(m.group(2)) for ln in list(lines) if (m := shutdown.STARTED.search(ln))}
             names = {pid: name for name, pid in started.items()}
@@ -185,6 +187,9 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
             if t >= next_window:
                 latest, p99 = diags.take_window()
                 windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5))
+                cpu_now = machine_cpu()
+                windows[-1]["machine"] = cpu_use(cpu_mark, cpu_now, t - t_mark)
+                cpu_mark, t_mark = cpu_now, t
                 print(json.dumps(windows[-1]), file=sys.stderr)
                 checkpoint(report(True))
                 next_window += window_s

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,13 @@ def test_a_window_carries_the_supervisors_interventions_by_kind(soak):
     w = soak.window_record(60.0, latest, {"vla_node": 0.1}, {}, 0.0)
     assert w["supervisor"]["interventions"] == {"rejected_out_of_range": 7, "watchdog_command": 1}
     assert w["supervisor"]["clamps_total"] == 12 and w["supervisor_state"] == "hold"
+
+
+def test_the_machines_busy_cores_count_cpu_this_process_burns() -> None:
+    procstats = load_script("benchmarks/soak/procstats.py", "soak_procstats_under_test")
+    before, t0, cpu0 = procstats.machine_cpu(), time.monotonic(), time.process_time()
+    while time.process_time() < cpu0 + 0.3:
+        pass
+    use = procstats.cpu_use(before, procstats.machine_cpu(), time.monotonic() - t0)
+    assert use["busy_cores"] >= 0.5 and 0.0 <= use["stolen_cores"] <= use["busy_cores"]
+    assert procstats.cpu_use((10.0, 1.0), (13.0, 1.5), 2.0) == {"busy_cores": 1.5, "stolen_cores": 0.25}
