@@ -99,14 +99,21 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]],
     try:
         if before_init is not None:
             before_init()
-        rclpy.init(args=argv if argv is not None else sys.argv,
-                   signal_handler_options=None if rclpy_signals else SignalHandlerOptions.NO)
+        try:
+            rclpy.init(args=argv if argv is not None else sys.argv,
+                       signal_handler_options=None if rclpy_signals else SignalHandlerOptions.NO)
+        except RuntimeError as exc:  # malformed --ros-args, an unreadable params file: one line, exit 1
+            if sigint.seen:
+                raise
+            name = os.path.basename((argv or sys.argv or ["node"])[0])
+            raise SystemExit(f"{name}: refusing to start: rclpy could not start: "
+                             + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())) from None
         sigint.ros_started = True
         yield sigint
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except RuntimeError as exc:
-        if not sigint.interrupted(exc, context_shut_down=not rclpy.ok()):
+        if not sigint.interrupted(exc, context_shut_down=sigint.ros_started and not rclpy.ok()):
             raise
     finally:
         sigint.armed = False

@@ -133,6 +133,12 @@ def limit_set_from_fields(joint: str, fields: Mapping[str, Any] | None, source: 
     if has_soft is None:
         has_soft = "soft_lower_limit" in soft_fields or "soft_upper_limit" in soft_fields
     try:
+        for kind, keys in (("position", ("min_position", "max_position")),
+                           *((k, (f"max_{k}",)) for k in _RATE_FIELDS)):
+            given = [key for key in keys if key in fields]
+            if given and f"has_{kind}_limits" not in fields:  # ros2_control would ignore it: say so, do not guess
+                raise ValueError(f"{given[0]} is given without has_{kind}_limits: set has_{kind}_limits: true to "
+                                 "enforce it, or false to leave it off")
         hard = JointLimits(**fields)
         soft = None
         if has_soft:

@@ -311,7 +311,7 @@ def _apply_actuator(tag: str, attrs: dict[str, str], js: JointSource, joint: str
         what = "ctrlrange"
         if not ctrl[0] < ctrl[1]:
             raise LimitsError(f"{source}: joint '{joint}': {where} ctrlrange {ctrl} is empty (MuJoCo refuses it)")
-    inherit = float(attrs.get("inheritrange", "0") or 0)
+    inherit = _floats(attrs.get("inheritrange", "0") or "0", 1, "inheritrange", joint, source)[0]
     if tag == "position" and inherit > 0 and js.fields.get("has_position_limits"):
         mid = (js.fields["min_position"] + js.fields["max_position"]) / 2
         half = (js.fields["max_position"] - js.fields["min_position"]) / 2 * inherit

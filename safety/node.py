@@ -28,7 +28,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from pydantic import ValidationError
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
-from rclpy.exceptions import ParameterException
+from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -38,7 +38,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from omni_vla_safety.config import NODE_NAME, SupervisorConfig, resolve_path
-from omni_vla_safety.errors import explain
+from omni_vla_safety.errors import explain, one_line
 from omni_vla_safety.interrupt import exit_process, ros_main, spin_until_stopped
 from omni_vla_safety.limits import LimitsError, load_enforced_limits
 from omni_vla_safety.ros_params import coerce, descriptor, plain, unknown_overrides
@@ -373,6 +373,9 @@ def main(args: list[str] | None = None) -> int:
         return 1
     except (LimitsError, UnknownParameters, ParameterException, FileNotFoundError) as exc:
         print(f"{NODE_NAME}: refusing to start: {exc}", file=sys.stderr)
+        return 1
+    except NameValidationException as exc:  # a topic or service name rclpy refuses when it is made
+        print(f"{NODE_NAME}: refusing to start: {one_line(str(exc))}", file=sys.stderr)
         return 1
     return 1 if node is not None and node.tick_error is not None else 0
 

@@ -48,7 +48,7 @@ from omni_vla_safety.limiter import (ACCELERATION, DECELERATION, JERK, POSITION,
                                      describe)
 from omni_vla_safety.limits import JointLimitSet
 from omni_vla_safety.trajectory import Reference
-from omni_vla_safety.validation import (NO_JOINT_STATE, OUT_OF_RANGE, JointOrder, Rejection, check_age,
+from omni_vla_safety.validation import (NO_JOINT_STATE, OUT_OF_RANGE, SIZE, JointOrder, Rejection, check_age,
                                         check_range, check_times)
 
 WAITING = "waiting_for_joint_state"
@@ -78,7 +78,9 @@ class Supervisor:
                                       uniform_scaling=config.uniform_scaling, margin=config.limit_margin)
         n = len(config.joint_names)
         tol = list(config.out_of_range_tolerance) * (n if len(config.out_of_range_tolerance) == 1 else 1)
-        # Targets beyond these bounds come from a broken policy: refused (or clamped when saturating).
+        # Targets beyond these bounds come from a broken policy: refused (or clamped when saturating). A measurement
+        # beyond them is refused too: the first one seeds the command, and a garbage reading (wrong units, a glitch)
+        # would be held there by a position controller that does not limit.
         self.accept_lo = [lo - t for lo, t in zip(self.limiter.lo, tol)]
         self.accept_hi = [hi + t for hi, t in zip(self.limiter.hi, tol)]
         shape = list(config.shaping_tolerance)
@@ -94,7 +96,7 @@ class Supervisor:
         self.events: deque[tuple[str, str]] = deque(maxlen=512)
         self.measured: list[float] | None = None
         self.state_time = float("-inf")
-        self.last_state_bad = False  # the latest joint state was refused (a re-sync must not use an older one)
+        self.state_refused = ""  # why the latest joint state was refused (a re-sync must not use an older one)
         self.resync: list[float] | None = None  # the pose a re-sync moves the command to
         self.target: list[float] | None = None
         self.command_time = float("-inf")
@@ -112,16 +114,23 @@ class Supervisor:
         self.events.append((kind, message))
 
     def on_joint_state(self, names: Sequence[str], positions: Sequence[float], now: float) -> bool:
-        """Store a measurement; a bad one is counted and ignored (staleness then stops the robot)."""
+        """Store a measurement; a bad one (malformed, or beyond the accepted bounds) is counted and ignored
+        (staleness then stops the robot; before the first good one nothing is published)."""
         try:
             if not isfinite(now):
                 raise Rejection("bad_clock", f"receive time {now} is not finite")
             measured = self.order.state(names, positions)
+            for i, x in enumerate(measured):
+                if not self.accept_lo[i] <= x <= self.accept_hi[i]:
+                    raise Rejection("state_out_of_range", (
+                        f"joint '{self.order.names[i]}' measured at {x:.6g}, outside [{self.accept_lo[i]:.6g}, "
+                        f"{self.accept_hi[i]:.6g}] (position range plus out_of_range_tolerance): bring it back "
+                        "into range, or check the joint state's units"))
         except Rejection as rej:
-            self.last_state_bad = True
+            self.state_refused = str(rej)
             self._event("bad_joint_state", f"joint state ignored: {rej}")
             return False
-        self.last_state_bad = False
+        self.state_refused = ""
         if self.measured is None:
             self.limiter.reset(measured)
             self.state, self.reason = HOLD, "joint state received; holding until a valid proposal"
@@ -184,6 +193,11 @@ class Supervisor:
             return True
         if self.target is None:
             self.reference.clear()  # from rest or a stop: start at the command
+        buffered = self.reference.kept(now, future[0][0]) + len(future)
+        if buffered > MAX_POINTS:  # proposals that only append would grow the buffer (and each copy of it) forever
+            self.reject(SIZE, f"trajectory would leave {buffered} rows buffered (the earlier proposals' rows before "
+                              f"its first), more than {MAX_POINTS}")
+            return False
         self.reference.follow(now, future, self.limiter.q)
         self.target = self.reference.last
         return True
@@ -252,17 +266,12 @@ class Supervisor:
             return False, "no joint state received yet"
         if not self.limiter.stopped:
             return False, "the command is still moving: retry once stopped"
+        if self.state_refused:  # a measured pose outside the accepted bounds is refused as a joint state
+            return False, f"the latest joint state was refused ({self.state_refused}): nothing to re-sync to"
         if not self.joint_state_fresh(now):
             return False, (f"no fresh joint state (none within joint_state_timeout_s "
                            f"{self.config.joint_state_timeout_s} s): nothing to re-sync to")
-        if self.last_state_bad:
-            return False, "the latest joint state was refused (non-finite or malformed): nothing to re-sync to"
         lo, hi = self.limiter.lo, self.limiter.hi
-        for i, x in enumerate(self.measured):
-            if not self.accept_lo[i] <= x <= self.accept_hi[i]:
-                return False, (f"joint '{self.order.names[i]}' is measured at {x:.6g}, outside "
-                               f"[{self.accept_lo[i]:.6g}, {self.accept_hi[i]:.6g}] (position range plus "
-                               "out_of_range_tolerance): bring it back into range first")
         pose = [min(max(x, lo[i]), hi[i]) for i, x in enumerate(self.measured)]
         if all(abs(p - q) <= RESYNC_TOLERANCE for p, q in zip(pose, self.limiter.q)):
             self.resync = None

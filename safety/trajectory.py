@@ -41,6 +41,12 @@ class Reference:
     def clear(self) -> None:
         self.path = None
 
+    def kept(self, now: float, first: float) -> int:
+        """How many buffered rows a proposal whose first row is at `first` would keep (those after `now`)."""
+        if self.path is None:
+            return 0
+        return sum(1 for t, _ in self.path[self.k + 1:] if now < t < first)
+
     def follow(self, now: float, rows: Sequence[Row], start: Sequence[float]) -> None:
         """Rows (absolute times, all after `now`, increasing) to follow: from where the reference is
         when it is active, else from `start` at rest (the window filled with it)."""

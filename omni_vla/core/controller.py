@@ -81,7 +81,7 @@ class Controller:
         self._have_chunk = False
         self.counts = dict.fromkeys(
             ("commands", "holds", "requests", "chunks", "discarded_chunks", "stale_chunks",
-             "rejected_images", "starved_ticks", "cloud_plans"), 0,
+             "rejected_images", "starved_ticks", "cloud_plans", "non_finite_chunks"), 0,
         )
         self.replanner = replanner
         self.last_rejection = ""
@@ -213,6 +213,10 @@ class Controller:
         self._record_latency(res.latency_s)
         if self._inflight_gen != self._gen:
             self.counts["discarded_chunks"] += 1
+            return
+        if not np.isfinite(res.actions).all():  # kept, a NaN would reach the shaper's memory and stay there
+            self.counts["non_finite_chunks"] += 1
+            self.last_rejection = "the policy returned a chunk with non-finite values: dropped"
             return
         had = self.queue.action_at(tick, self._before)
         kept = self.queue.splice(res.actions, res.request_tick, tick, self.strategy, self.config.average_old_weight,

@@ -186,8 +186,15 @@ class Scheduler:
     def run(self, max_ticks: int | None = None, start: float | None = None) -> None:
         """Run ticks until `stop()` or until stats.ticks reaches `max_ticks` (missed ones not counted).
 
-        Tick k of this run is due at t0 + (k - k0) * period, k0 being the first tick of the run."""
-        self._stop.clear()
+        Tick k of this run is due at t0 + (k - k0) * period, k0 being the first tick of the run. A stop asked for
+        before the run began (a lifecycle deactivate racing the activate's new thread) ends it before its first
+        tick; the request is spent when the run returns."""
+        try:
+            self._run(max_ticks, start)
+        finally:
+            self._stop.clear()
+
+    def _run(self, max_ticks: int | None, start: float | None) -> None:
         rearm = getattr(self.clock, "rearm", None)
         if rearm is not None:
             rearm()

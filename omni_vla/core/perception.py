@@ -22,6 +22,9 @@ import numpy as np
 from omni_vla.cameras import REFERENCE_CAMERAS, check_camera_name
 
 ENCODINGS = ("rgb8", "bgr8")
+# An instruction goes to the worker over a pipe from the loop's thread: at most PIPE_BUF bytes, so writing it never
+# waits on a worker busy with a chunk (a pipe holds 64 KiB; a longer text could fill it and stall the tick).
+MAX_INSTRUCTION_BYTES = 4096
 MIN_SIDE, MAX_SIDE = 8, 4096
 
 
@@ -31,6 +34,25 @@ class ImageRejected(ValueError):
 
 class JointStateRejected(ValueError):
     """A joint state that does not name every configured joint."""
+
+
+class InstructionRejected(ValueError):
+    """An instruction too long to hand to the worker without waiting."""
+
+
+def decode_compressed(data: object, fmt: str) -> np.ndarray:
+    """A CompressedImage's bytes as a BGR frame. What OpenCV cannot decode (empty, truncated, a header claiming a
+    giant frame) is a rejected image, counted like any other, never an exception that ends the node."""
+    buf = np.frombuffer(data, np.uint8)  # type: ignore[call-overload]
+    if buf.size == 0:
+        raise ImageRejected(f"empty {fmt!r} compressed image")
+    try:
+        img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    except cv2.error as exc:
+        raise ImageRejected(f"cannot decode {fmt!r} compressed image: {str(exc).strip().splitlines()[-1]}") from None
+    if img is None:
+        raise ImageRejected(f"cannot decode {fmt!r} compressed image")
+    return img
 
 
 def check_encoding(encoding: str) -> None:
@@ -162,6 +184,12 @@ class ObservationStore:
         pos = np.asarray(position, np.float64)
         has_vel = len(velocity) == len(key)
         vel = np.asarray(velocity, np.float64) if has_vel else None
+        # A NaN kept as the last good state would stay in the command shaper's memory for good.
+        if not np.isfinite(pos[idx]).all():
+            bad = [j for j, x in zip(self.joint_names, pos[idx]) if not np.isfinite(x)]
+            raise JointStateRejected(f"joint state has non-finite positions for {bad}: the last good one is kept")
+        if vel is not None and not np.isfinite(vel[idx]).all():
+            vel = None  # velocities are only a policy input: zero rather than refuse the positions
         captured = self.captured("joints", stamp)
         with self.lock:
             np.take(pos, idx, out=self._qpos)
@@ -174,5 +202,9 @@ class ObservationStore:
             self.stamps["joints"] = captured
 
     def set_instruction(self, text: str) -> None:
+        size = len(text.encode("utf-8"))
+        if size > MAX_INSTRUCTION_BYTES:
+            raise InstructionRejected(f"instruction of {size} bytes, more than {MAX_INSTRUCTION_BYTES}: the previous "
+                                      "one is kept")
         with self.lock:
             self.obs["instruction"] = text

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from omni_vla import JOINT_NAMES
 from omni_vla.backends import RobotBackend
@@ -98,8 +98,18 @@ class LoopSettings(BaseModel):
             if getattr(self, key) == 0:
                 if not value:
                     raise ValueError(f"{key} is 0 (the bundle's) but the bundle states no {what}: set {key}")
+                if not value > 0:
+                    raise ValueError(f"{key} {value} must be > 0 (the bundle's {what})")
                 update[key] = value
-        return self.model_copy(update=update) if update else self
+        if not update:
+            return self
+        try:  # validated like the settings' own values (a bundle's 5 kHz or inf is refused, not run)
+            return type(self).model_validate({**self.model_dump(), **update})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = str(err["loc"][0])
+            raise ValueError(f"{key} is 0 (the bundle's) and the bundle's value {update[key]!r} is refused: "
+                             f"{err['msg']}") from None
 
 
 class WorkerSettings(BaseModel):

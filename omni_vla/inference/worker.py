@@ -34,6 +34,7 @@ from omni_vla.core.settings import WorkerSettings
 from omni_vla.inference.client import (
     ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime, runtime_shape,
 )
+from omni_vla.runtime.bundle import BundleError
 
 REQ_SEQ, REQ_TICK, PREFIX_LEN, RESP_SEQ, DONE_NS, INFER_NS = range(6)
 HEADER_LEN = 8
@@ -133,6 +134,14 @@ def _child_main(
     os._exit(0)
 
 
+def _load_failure(exc: Exception) -> str:
+    """A bundle the runtime refuses (missing, corrupt, wrong shape) is one line for the operator; anything else is
+    a bug in a runtime and keeps a short traceback."""
+    if isinstance(exc, (BundleError, ValueError, OSError, KeyError)):
+        return f"{type(exc).__name__}: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+    return traceback.format_exc(limit=4)
+
+
 def _serve(
     factory: RuntimeFactory, backend: str, bundle_dir: str, threads: int,
     req: Connection, resp: Connection, seed: int, noise_scale: float, cpus: frozenset[int], nice: int,
@@ -140,8 +149,8 @@ def _serve(
     try:
         place_worker(cpus, nice)
         runtime = factory(backend, bundle_dir, threads)
-    except Exception:
-        resp.send(("error", traceback.format_exc(limit=4)))
+    except Exception as exc:  # noqa: BLE001 - the parent reports why in its configure line
+        resp.send(("error", _load_failure(exc)))
         raise SystemExit(1)
     shape = runtime_shape(runtime)
     resp.send(("meta", shape))
@@ -154,8 +163,12 @@ def _serve(
     noise = np.zeros((1, shape["horizon"], shape["action_dim"]), np.float32)
     rng = np.random.default_rng(seed)
     scratch = np.zeros_like(v["out"])
-    for _ in range(2):  # warm-up on zeros, into a scratch output (the parent may read `out`)
-        runtime.infer(images, v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
+    try:
+        for _ in range(2):  # warm-up on zeros, into a scratch output (the parent may read `out`)
+            runtime.infer(images, v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
+    except Exception as exc:  # noqa: BLE001 - a program that loads but cannot run is refused the same way
+        resp.send(("error", _load_failure(exc)))
+        raise SystemExit(1)
     resp.send(("ready", None))
     bad_instruction = b""
     try:
@@ -373,7 +386,7 @@ class ProcessInference:
             while self._state == "starting" and self._resp.poll(wait_s):  # type: ignore[union-attr]
                 kind, payload = self._resp.recv()  # type: ignore[union-attr]
                 if kind == "error":
-                    self._fail(f"failed to load the runtime:\n{payload}")
+                    self._fail(f"failed to load the runtime: {payload}")
                 elif kind == "meta":
                     self._attach(payload)
                 elif kind == "ready":

@@ -128,11 +128,12 @@ def assemble(flat: dict[str, Any], runtime_factory: RuntimeFactory, clock: Calla
         replanner = open_replanner(cfg)
         loop = build_loop(cfg.loop(), inference, replanner=replanner, clock=clock, stamp_clock=stamp_clock,
                           limits=limits)
-    except (ValidationError, ValueError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever refused it (a YAML syntax error too), the worker is stopped
         inference.close()
         if replanner is not None:
             replanner.close()
-        raise ConfigureError(str(exc)) from None
+        known = isinstance(exc, (ValidationError, ValueError, OSError))
+        raise ConfigureError(str(exc) if known else f"{type(exc).__name__}: {exc}") from None
     # The rate and execution horizon the loop runs at (a 0 parameter is the bundle's own value).
     cfg = cfg.model_copy(update={k: getattr(loop.settings, k) for k in ("rate_hz", "execution_horizon")})
     return Assembly(cfg, inference, replanner, loop, f"{manifest.policy}@{digest} ({cfg.backend})")

@@ -28,7 +28,7 @@ class Report:
 class NodeCounts:
     """What the node itself counts (the rest comes from the loop, the scheduler and the worker)."""
 
-    rejected: dict[str, int] = field(default_factory=lambda: {"images": 0, "joint_states": 0})
+    rejected: dict[str, int] = field(default_factory=lambda: {"images": 0, "joint_states": 0, "instructions": 0})
     last_rejection: str = ""
     tick_errors: int = 0
 
@@ -79,7 +79,9 @@ def loop_report(loop: Any, scheduler: Any, inference: Any, active: bool, counts:
         "chunks": s["chunks"], "worker_state": inference.worker_state, "worker_pid": inference.pid,
         "worker_restarts": inference.restarts,
         "rejected_images": counts.rejected["images"] + s["rejected_images"],
-        "rejected_joint_states": counts.rejected["joint_states"], "last_rejection": counts.last_rejection,
+        "rejected_joint_states": counts.rejected["joint_states"],
+        "rejected_instructions": counts.rejected["instructions"], "non_finite_chunks": s["non_finite_chunks"],
+        "last_rejection": counts.last_rejection,
         "tick_errors": counts.tick_errors, "scheduling": scheduler.rt_status, "cloud_plans": s["cloud_plans"],
         "time_source": "ROS time (use_sim_time)" if sim_time else "monotonic",
         **{f"{c}_age_ms": ages[c] for c in store.cameras}, "joint_state_age_ms": ages["joints"],

@@ -38,7 +38,6 @@ import sys
 import threading
 from typing import Any, Callable
 
-import cv2
 import numpy as np
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -56,7 +55,8 @@ from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop
 from omni_vla.core.controller import Controller
 from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler
-from omni_vla.core.perception import ImageRejected, JointStateRejected, ObservationStore, check_encoding
+from omni_vla.core.perception import (ImageRejected, InstructionRejected, JointStateRejected, ObservationStore,
+                                      check_encoding, decode_compressed)
 from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
 from omni_vla.inference.client import RuntimeFactory, open_runtime
 from omni_vla.inference.worker import ProcessInference
@@ -198,7 +198,17 @@ class VlaNode(Node):
         except ConfigureError as exc:
             log.error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self._adopt(built)
+        except Exception as exc:  # noqa: BLE001 - rclpy would swallow it without a word
+            log.error(f"configure failed: {type(exc).__name__}: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        try:
+            self._adopt(built)
+        except Exception as exc:  # noqa: BLE001 - rclpy would swallow it without a word; the worker must not outlive it
+            self.inference = self.inference or built.inference
+            self.replanner = self.replanner or built.replanner
+            self.release()
+            log.error(f"configure failed: {type(exc).__name__}: {exc}")
+            return TransitionCallbackReturn.FAILURE
         for warning in built.warnings():
             log.warning(warning)
         log.info(built.summary(self.sim_time))
@@ -331,10 +341,8 @@ class VlaNode(Node):
             self._reject("images", exc)
 
     def _on_compressed(self, camera: str, msg: CompressedImage) -> None:
-        img = cv2.imdecode(np.frombuffer(msg.data, np.uint8), cv2.IMREAD_COLOR)
         try:
-            if img is None:
-                raise ImageRejected(f"cannot decode {msg.format!r} compressed image")
+            img = decode_compressed(msg.data, msg.format)
             self.store.put_image(camera, img, "bgr8", seconds(msg.header.stamp))  # type: ignore[union-attr]
         except ImageRejected as exc:
             self._reject("images", exc)
@@ -346,7 +354,11 @@ class VlaNode(Node):
             self._reject("joint_states", exc)
 
     def _on_instruction(self, msg: String) -> None:
-        self.store.set_instruction(msg.data)  # type: ignore[union-attr]
+        try:
+            self.store.set_instruction(msg.data)  # type: ignore[union-attr]
+        except InstructionRejected as exc:
+            self._reject("instructions", exc)
+            return
         self.get_logger().info(f"instruction: {msg.data!r}")
 
     # ----- the tick (scheduler thread) -------------------------------------------------------

@@ -99,6 +99,10 @@ class Format3Manifest(_Strict):
         for spec, what in ((self.state, "state"), (self.action, "action")):
             if len(spec.units) != len(spec.joint_names):
                 raise ValueError(f"{what}: {len(spec.units)} units for {len(spec.joint_names)} joints")
+        if list(self.state.joint_names) != list(self.action.joint_names):
+            raise ValueError(f"state.joint_names {list(self.state.joint_names)} must be action.joint_names "
+                             f"{list(self.action.joint_names)}: the loop feeds the measured positions of the action's "
+                             "joints, in that order")
         if self.action.gripper is not None and self.action.gripper not in self.action.joint_names:
             raise ValueError(f"action.gripper {self.action.gripper!r} is not one of action.joint_names")
         if self.action.execute_steps > self.action.chunk_length:

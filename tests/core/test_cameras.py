@@ -178,6 +178,14 @@ def test_the_rate_is_capped_at_1000_hz() -> None:
         LoopSettings(rate_hz=1000.5)
 
 
+@pytest.mark.parametrize("bundle_rate", [1000.5, 5000.0, float("inf")])
+def test_a_bundles_rate_above_the_cap_is_refused_like_a_setting(bundle_rate: float) -> None:
+    """rate_hz 0 takes the bundle's control_rate_hz: it meets the same cap as a rate set by hand."""
+    assert LoopSettings(rate_hz=0, execution_horizon=0).for_policy(1000.0, 12).rate_hz == 1000
+    with pytest.raises(ValueError, match=r"rate_hz is 0 \(the bundle's\) and the bundle's value .* is refused: .*1000"):
+        LoopSettings(rate_hz=0, execution_horizon=0).for_policy(bundle_rate, 12)
+
+
 def test_topics_for_a_one_camera_policy_are_accepted_and_for_no_camera_refused() -> None:
     assert TopicsConfig(cameras=["top=/cam/top"]).camera_topics() == {"top": "/cam/top"}
     with pytest.raises(ValidationError, match="cameras"):

@@ -126,6 +126,18 @@ def test_stop_from_another_thread_ends_the_real_time_loop() -> None:
     assert ticks == list(range(len(ticks))) or sched.stats.missed > 0
 
 
+def test_a_stop_asked_for_before_the_run_starts_ends_it_without_a_tick_and_the_next_run_ticks() -> None:
+    ticks: list[int] = []
+    sched = Scheduler(200.0, lambda k, t: ticks.append(k), clock=ManualClock())
+    sched.stop()  # deactivate, before the activate's thread reached run()
+    th = threading.Thread(target=sched.run, kwargs={"max_ticks": 100_000}, daemon=True)
+    th.start()
+    th.join(2.0)
+    assert not th.is_alive() and ticks == []
+    sched.run(max_ticks=3)
+    assert ticks == [0, 1, 2]
+
+
 def test_rejects_non_positive_rate() -> None:
     with pytest.raises(ValueError, match="rate_hz"):
         Scheduler(0.0, lambda k, t: None)

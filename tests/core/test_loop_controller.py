@@ -68,6 +68,22 @@ def test_average_blends_old_and_new_on_the_overlap() -> None:
     assert cmds[9] == pytest.approx(0.3 * row(0, 9) + 0.7 * row(4, 5), rel=1e-6)
 
 
+def test_a_chunk_with_a_non_finite_value_is_dropped_and_counted_while_the_old_one_runs_on() -> None:
+    ctl, rt = make("naive", delay=2, s=4)
+    run(ctl, range(4))  # chunk 0 (asked for at tick 0) serves ticks 2-15; every later one is poisoned
+    infer = rt.infer
+
+    def poisoned(*args, **kwargs) -> None:
+        infer(*args, **kwargs)
+        (kwargs["out"] if "out" in kwargs else args[-1])[5, 0] = np.nan
+
+    rt.infer = poisoned
+    cmds = run(ctl, range(4, 14))
+    assert ctl.counts["non_finite_chunks"] >= 2 and ctl.counts["chunks"] == 1
+    assert "non-finite" in ctl.last_rejection
+    assert all(cmds[t] == pytest.approx(row(0, t)) for t in range(4, 14)), "chunk 0 still runs, nothing from NaN"
+
+
 def test_delay_estimate_uses_latency_p95_over_the_period() -> None:
     ctl, _ = make("rtc", delay=3, s=5)
     run(ctl, range(12))
@@ -413,7 +429,7 @@ def test_status_counts_and_queue_depth_mid_run() -> None:
     assert (st["state"], st["reason"], st["tick"], st["queue_depth"], st["delay_ticks"]) == ("OK", "", 5, 11, 2)
     assert {k: st[k] for k in ctl.counts} == {
         "commands": 4, "holds": 0, "requests": 2, "chunks": 1, "discarded_chunks": 0, "stale_chunks": 0,
-        "rejected_images": 0, "starved_ticks": 0, "cloud_plans": 0}
+        "rejected_images": 0, "starved_ticks": 0, "cloud_plans": 0, "non_finite_chunks": 0}
     assert st["inference_latency"] == pytest.approx({"p50_ms": 100.0, "p95_ms": 100.0, "max_ms": 100.0})
 
 

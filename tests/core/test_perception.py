@@ -11,7 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from omni_vla.core.perception import ImageRejected, JointStateRejected, ObservationStore, PolicyImage
+from omni_vla.core.perception import (MAX_INSTRUCTION_BYTES, ImageRejected, InstructionRejected, JointStateRejected,
+                                      ObservationStore, PolicyImage, decode_compressed)
 
 S = 64
 
@@ -257,3 +258,45 @@ def test_frame_growing_in_size_is_stored_at_its_new_size() -> None:
     big = np.full((128, 128, 3), 7, np.uint8)
     store.put_image("front", big, "bgr8")
     np.testing.assert_array_equal(store.obs["front"], big)
+
+
+def test_a_compressed_frame_decodes_to_the_frame_it_was_made_from() -> None:
+    frame = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    ok, png = cv2.imencode(".png", frame)
+    assert ok and np.array_equal(decode_compressed(png.tobytes(), "png"), frame)
+
+
+def _giant_png() -> bytes:
+    """A PNG whose header claims 100000 x 100000 pixels, with no data behind it."""
+    import struct
+    import zlib
+    ihdr = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(ihdr)) + chunk + struct.pack(">I", zlib.crc32(chunk))
+
+
+@pytest.mark.parametrize("data, message", [(b"", "empty 'jpeg' compressed image"),
+                                           (b"not an image at all", "cannot decode 'jpeg'"),
+                                           (_giant_png(), "cannot decode 'jpeg'")])
+def test_compressed_bytes_opencv_cannot_decode_are_a_rejected_image(data: bytes, message: str) -> None:
+    with pytest.raises(ImageRejected, match=message):
+        decode_compressed(data, "jpeg")
+
+
+def test_a_joint_state_with_a_non_finite_position_is_rejected_and_the_last_good_one_kept() -> None:
+    store = ObservationStore(["a", "b"], clock=lambda: 5.0)
+    store.put_joints(["a", "b"], [0.1, 0.2], [0.0, 0.0])
+    with pytest.raises(JointStateRejected, match=r"non-finite positions for \['b'\]"):
+        store.put_joints(["b", "a"], [float("nan"), 0.3], [])
+    assert store.obs["qpos"].tolist() == [0.1, 0.2]
+    store.put_joints(["a", "b", "extra"], [0.3, 0.4, float("nan")], [1.0, float("inf"), 0.0])  # not a joint we use
+    assert store.obs["qpos"].tolist() == [0.3, 0.4] and store.obs["qvel"].tolist() == [0.0, 0.0]
+
+
+def test_an_instruction_longer_than_a_pipe_write_that_never_waits_is_refused_and_the_last_kept() -> None:
+    store = ObservationStore(["a"], clock=lambda: 5.0)
+    store.set_instruction("pick up the cube")
+    store.set_instruction("é" * (MAX_INSTRUCTION_BYTES // 2))  # 2 bytes each: exactly the limit
+    with pytest.raises(InstructionRejected, match=f"{MAX_INSTRUCTION_BYTES + 2} bytes, more than {MAX_INSTRUCTION_BYTES}"):
+        store.set_instruction("é" * (MAX_INSTRUCTION_BYTES // 2 + 1))
+    assert store.obs["instruction"] == "é" * (MAX_INSTRUCTION_BYTES // 2)

@@ -193,9 +193,11 @@ def test_worker_refusing_an_instruction_makes_client_unhealthy_until_a_good_one(
         client.close()
 
 
-def test_worker_that_cannot_load_fails_start_with_its_reason() -> None:
-    with pytest.raises(RuntimeError, match="no bundle at toy:mode=fail_load"):
+def test_worker_that_cannot_load_fails_start_with_its_reason_in_one_line() -> None:
+    with pytest.raises(RuntimeError, match="no bundle at toy:mode=fail_load") as exc:
         _worker("toy:mode=fail_load")
+    assert "\n" not in str(exc.value) and "Traceback" not in str(exc.value)
+    assert "failed to load the runtime: FileNotFoundError: no bundle at" in str(exc.value)
 
 
 # ---------------------------------------------------------------- controller on top of the worker

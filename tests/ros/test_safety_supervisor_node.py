@@ -343,6 +343,29 @@ def test_diagnostics_name_the_controller_and_report_the_tick(ros_env: tuple[Robo
     assert values["scheduling"] and values["rate_hz"] == str(RATE_HZ)
 
 
+def test_a_topic_name_rclpy_refuses_stops_the_start_in_one_line() -> None:
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    proc = subprocess.run([sys.executable, "-m", "omni_vla_safety.node", "--ros-args",
+                           "-p", f"joint_limits_file:={REPO / 'config' / 'joint_limits.yaml'}",
+                           "-p", "command_topic:='forward commands'"],
+                          env=env, capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("safety_supervisor: refusing to start: ") and "forward commands" in lines[0]
+
+
+def test_a_params_file_rclpy_cannot_parse_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    """rclpy.init itself refuses it: that is a refusal to start, not a stop signal nor a traceback."""
+    bad = tmp_path / "params.yaml"
+    bad.write_text("safety_supervisor:\n  ros__parameters: [unclosed\n")
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    proc = subprocess.run([sys.executable, "-m", "omni_vla_safety.node", "--ros-args", "--params-file", str(bad)],
+                          env=env, capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "refusing to start: rclpy could not start: " in lines[0], proc.stderr
+
+
 def test_unknown_parameter_in_the_params_file_refuses_start_naming_it(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_text(textwrap.dedent(f"""

@@ -21,7 +21,8 @@ JOINTS = ["a", "b"]
 def _status(**over: object) -> dict:
     s = {"state": "OK", "reason": "", "inference_latency": {"p50_ms": 10.0, "p95_ms": 20.0}, "strategy": "rtc",
          "delay_ticks": 1, "queue_depth": 5, "delay_headroom_ticks": 2, "commands": 7, "holds": 0, "starved_ticks": 0,
-         "splice_jump": {"p95": 0.001, "max": 0.002, "count": 3}, "chunks": 2, "rejected_images": 1, "cloud_plans": 0}
+         "splice_jump": {"p95": 0.001, "max": 0.002, "count": 3}, "chunks": 2, "rejected_images": 1, "cloud_plans": 0,
+         "non_finite_chunks": 1}
     return {**s, **over}
 
 
@@ -40,12 +41,13 @@ def _rig(status: dict, healthy: bool = True, fallbacks: int = 0, now: float = 10
 
 def test_an_active_healthy_loop_reports_ok_commanding_with_its_figures() -> None:
     since = Since(ticks=100, t=5.0)
-    counts = NodeCounts(rejected={"images": 2, "joint_states": 3}, last_rejection="bad", tick_errors=4)
+    counts = NodeCounts(rejected={"images": 2, "joint_states": 3, "instructions": 5}, last_rejection="bad", tick_errors=4)
     r = loop_report(*_rig(_status()), active=True, counts=counts, since=since, sim_time=False)
     assert (r.level, r.message) == (OK, "commanding")
     v = r.values
     assert v["loop_rate_hz"] == 20.0 and (since.ticks, since.t) == (200, 10.0)
     assert v["rejected_images"] == 3 and v["rejected_joint_states"] == 3 and v["tick_errors"] == 4
+    assert v["rejected_instructions"] == 5 and v["non_finite_chunks"] == 1
     assert v["front_age_ms"] == pytest.approx(100.0) and v["joint_state_age_ms"] == "none"
     assert v["time_source"] == "monotonic" and v["scheduling"] == "SCHED_FIFO 50" and v["rate_hz_target"] == 20.0
     assert v["state"] == "OK" and v["worker_pid"] == 123 and v["splices"] == 3

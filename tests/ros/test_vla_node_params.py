@@ -138,6 +138,28 @@ def test_out_of_range_override_fails_configure_with_the_settings_reason() -> Non
     assert "Traceback" not in out
 
 
+def test_a_topic_name_rclpy_refuses_fails_configure_in_one_line_and_stops_the_worker(make_node, bundle: Path) -> None:
+    """rclpy refuses the name only when the subscription is made, after the worker started: it must not outlive it."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    node = make_node(bundle_dir=str(bundle), backend="mnn", **{"topics.joint_states": "joint states"})
+    started = set(_children())
+    assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+    assert node.inference is None and set(_children()) <= started
+    res = _run_node("-p", f"bundle_dir:={bundle}", "-p", "backend:=mnn", "-p", "autostart:=true",
+                    "-p", "topics.joint_states:='joint states'")
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out
+    lines = [ln for ln in out.splitlines() if "[vla_node]" in ln]
+    assert len(lines) == 1 and "configure failed: InvalidTopicNameException" in lines[0], out
+
+
+def _children() -> list[int]:
+    """This process's live multiprocessing children (inference workers; not the shared-memory resource tracker)."""
+    pids = [int(p) for p in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()]
+    return [p for p in pids if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+
 def test_worker_placement_from_the_command_line_pins_the_worker(make_node, bundle: Path) -> None:
     """`-p worker_cpus:=1` reaches the node as an integer: taken as its text, and the worker runs there."""
     from rclpy.lifecycle import TransitionCallbackReturn

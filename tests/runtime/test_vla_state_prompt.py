@@ -143,6 +143,17 @@ def test_an_instruction_too_long_for_the_vector_is_refused_naming_the_limit(bund
         rt.encode_instruction("go " * L)
 
 
+@pytest.mark.parametrize("state_joints", [[f"j{i}" for i in range(D)][::-1], [f"j{i}" for i in range(D - 1)]])
+def test_state_joints_other_than_the_actions_are_refused(bundle: Path, state_joints: list[str]) -> None:
+    """The loop feeds the measured positions of the action's joints: a reordered or shorter state would be wrong."""
+    m = manifest(bundle, {})
+    lang = {"tokenizer": "toy", "max_tokens": L, "tokenizer_file": artifact_spec(bundle, "tokenizer.json").model_dump(),
+            "state_prompt": {"template": TEMPLATE}}
+    state = {"joint_names": state_joints, "units": ["rad"] * len(state_joints)}
+    with pytest.raises(ValidationError, match="state.joint_names .* must be action.joint_names"):
+        VLAManifest.model_validate({**m, "language": lang, "state": state})
+
+
 @pytest.mark.parametrize("change, why", [
     (lambda lang: {**lang, "state_prompt": {"template": "Task: {task};"}}, "must contain"),
     (lambda lang: {k: v for k, v in lang.items() if k != "tokenizer_file"} | {"table": {"go": [1]}}, "tokenizer_file"),

@@ -108,12 +108,12 @@ class Rig:
                 for j in self.joints]
 
 
-def start_positions(robot: Robot, rng: random.Random, outside: bool) -> list[float]:
+def start_positions(robot: Robot, rng: random.Random, outside: bool, reach: float) -> list[float]:
+    """In the range, or (`outside`) some joints beyond it by up to `reach` (the tolerance: farther is refused)."""
     out = []
     for j in robot.oracle_joints:
         if outside and rng.random() < 0.5:
-            span = 0.2 * (j.hi - j.lo)
-            out.append(j.hi + rng.uniform(0, span) if rng.random() < 0.5 else j.lo - rng.uniform(0, span))
+            out.append(j.hi + rng.uniform(0, reach) if rng.random() < 0.5 else j.lo - rng.uniform(0, reach))
         else:
             out.append(rng.uniform(j.lo, j.hi))
     return out
@@ -156,9 +156,13 @@ def _stamp(rig: Rig, rng: random.Random) -> float | None:
 
 def _bad_state(rig: Rig, rng: random.Random) -> None:
     names, pos = list(rig.robot.names), list(rig.measured)
-    kind = rng.randrange(4)
+    kind = rng.randrange(5)
     if kind == 0:
         pos[rng.randrange(len(pos))] = rng.choice([math.nan, math.inf])
+    elif kind == 4:  # beyond the accepted bounds: a glitch, a unit error
+        i = rng.randrange(len(pos))
+        j, reach = rig.robot.oracle_joints[i], min(rig.config.out_of_range_tolerance)
+        pos[i] = rng.choice([j.hi + reach * 1.0001 + rng.uniform(0, 3), j.lo - reach * 1.0001 - rng.uniform(0, 3), HUGE])
     elif kind == 1 and len(names) > 1:
         names[1] = names[0]
     elif kind == 2:
@@ -173,7 +177,8 @@ def run_random(robot: Robot, rate_hz: float, steps: int, seed: int, on_violation
     """Drive a rig for `steps` ticks with a seeded mix of every event kind; returns it for its oracle."""
     rng = random.Random(seed)
     config = config_for(robot, rate_hz, **(overrides or {}))
-    rig = Rig(robot, config, start_positions(robot, rng, outside_start and rng.random() < 0.2))
+    rig = Rig(robot, config, start_positions(robot, rng, outside_start and rng.random() < 0.2,
+                                             min(config.out_of_range_tolerance)))
     proposal_every = max(1, round(rate_hz / 20.0))
     state_drop = command_drop = 0
     target = rig.plausible(rng)

@@ -115,6 +115,9 @@ class Oracle:
         lookup = dict(zip(names, positions))
         if any(n not in lookup or not math.isfinite(lookup[n]) for n in self.names):
             return
+        tol = self.rules.tolerance  # a measurement beyond the range by more than the tolerance is no measurement
+        if any(not (j.lo - tol[i] <= lookup[n] <= j.hi + tol[i]) for i, (n, j) in enumerate(zip(self.names, self.joints))):
+            return
         if not self.started:
             self.started = True
             self.q = [float(lookup[n]) for n in self.names]

@@ -80,6 +80,23 @@ def test_inconsistent_limit_refused_naming_joint_and_field(fields: str, field: s
     assert "joint 'wrist'" in str(info.value) and field in str(info.value) and "limits.yaml" in str(info.value)
 
 
+@pytest.mark.parametrize("fields, named, flag", [
+    ("{max_deceleration: 3.0}", "max_deceleration", "has_deceleration_limits"),
+    ("{max_jerk: 5000.0}", "max_jerk", "has_jerk_limits"),
+    ("{max_velocity: 2.0}", "max_velocity", "has_velocity_limits"),
+    ("{max_acceleration: 2.0}", "max_acceleration", "has_acceleration_limits"),
+    ("{max_effort: 2.0}", "max_effort", "has_effort_limits"),
+    ("{min_position: -1.0, max_position: 1.0}", "min_position", "has_position_limits"),
+    ("{max_position: 1.0}", "max_position", "has_position_limits"),
+])
+def test_a_limit_stated_without_its_has_flag_is_refused_not_ignored(fields: str, named: str, flag: str) -> None:
+    """ros2_control ignores a max_* whose has_* is absent: a user who wrote one meant it, so say so."""
+    with pytest.raises(LimitsError, match=f"joint 'wrist': {named} is given without {flag}: set {flag}: true"):
+        parse_joint_limits_yaml(f"joint_limits:\n  wrist: {fields}\n", "limits.yaml")
+    off = parse_joint_limits_yaml(f"joint_limits:\n  wrist: {{{flag}: false, {fields[1:-1]}}}\n", "limits.yaml")
+    assert not getattr(off["wrist"].hard, flag)
+
+
 def test_missing_joint_refused_naming_joint() -> None:
     limits = parse_joint_limits_yaml("joint_limits:\n  a: {}\n")
     with pytest.raises(LimitsError, match=r"joint 'b' has no entry.*joint_limits\.b"):

@@ -38,6 +38,8 @@ def mjcf(body: str, actuator: str = "", extra: str = "") -> str:
      "ctrlrange [1.0, -1.0] is empty"),
     (mjcf('<joint name="j" range="-10 10"/>', '<position joint="j" ctrlrange="1 1"/>'),
      "ctrlrange [1.0, 1.0] is empty"),
+    (mjcf('<joint name="j" range="-10 10"/>', '<position joint="j" inheritrange="x"/>'),
+     "joint 'j': inheritrange='x'"),
     ('<sdf version="1.6"/>', "root element <sdf> is neither <robot> (URDF) nor <mujoco> (MJCF)"),
     ('<robot', "not valid XML"),
 ])

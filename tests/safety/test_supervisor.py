@@ -316,6 +316,44 @@ def test_non_finite_joint_states_stop_the_arm_like_missing_ones(bad: float, reor
     assert all(math.isfinite(x) for out in rig.outputs for x in out)
 
 
+@pytest.mark.parametrize("side", ["lo", "hi"])
+def test_a_first_joint_state_beyond_the_accepted_bounds_leaves_the_supervisor_waiting(side: str) -> None:
+    """The first measurement seeds the command: one at the bound is taken, one a hair beyond it never is."""
+    rig = Rig()
+    edge = rig.sup.accept_lo[3] if side == "lo" else rig.sup.accept_hi[3]
+    beyond = math.nextafter(edge, -math.inf if side == "lo" else math.inf)
+    for value in (beyond, 45.0 if side == "hi" else -45.0, 1e308 if side == "hi" else -1e308):
+        state = list(HOME)
+        state[3] = value
+        assert not rig.sup.on_joint_state(NAMES, state, 0.0)
+        assert rig.sup.state == WAITING and rig.sup.measured is None and rig.sup.tick(0.0) is None
+        assert "'panda_joint4' measured at" in rig.sup.reason and "out_of_range_tolerance" in rig.sup.reason
+    assert rig.sup.counts["bad_joint_state"] == 3
+    state = list(HOME)
+    state[3] = edge
+    assert rig.sup.on_joint_state(NAMES, state, 0.0) and rig.sup.tick(0.0) is not None
+
+
+def test_a_measurement_beyond_the_bounds_while_moving_is_ignored_and_the_arm_stops_like_without_one() -> None:
+    """A glitch or a unit error mid-motion does not steer the command; held on, the watchdog stops the arm."""
+    rig = Rig()
+    rig.tick()
+    target = moving(rig)
+    measured_before = list(rig.sup.measured or [])
+    state = list(rig.robot)
+    state[0] = math.degrees(state[0]) + 40.0  # the driver switched to degrees
+    timeout_ticks = math.ceil(CONFIG.joint_state_timeout_s / DT)
+    for k in range(timeout_ticks + 60):
+        if k % 5 == 0:
+            rig.command(target)
+        rig.tick(state=state)
+    assert rig.sup.measured == measured_before
+    assert rig.sup.counts["bad_joint_state"] == timeout_ticks + 60
+    assert rig.sup.state == WATCHDOG and rig.sup.limiter.stopped
+    lo, hi = rig.sup.limiter.lo, rig.sup.limiter.hi
+    assert all(lo[i] <= x <= hi[i] for out in rig.outputs for i, x in enumerate(out))
+
+
 def test_nan_joint_state_while_holding_keeps_the_arm_still_and_refuses_proposals() -> None:
     rig = Rig()
     rig.tick(3)

@@ -413,6 +413,32 @@ def test_a_trajectory_of_exactly_max_points_rows_is_accepted() -> None:
     assert not rig.sup.counts and rig.sup.reference.active
 
 
+@pytest.mark.parametrize("first, accepted", [(MAX_POINTS - 600, True), (MAX_POINTS - 600 + 1, False)])
+def test_proposals_that_only_append_are_refused_once_the_buffer_would_pass_max_points(first: int,
+                                                                                       accepted: bool) -> None:
+    """600 rows buffered, then rows after them: up to MAX_POINTS rows in all are kept, one more is refused and held."""
+    rig = Rig(command_timeout_s=5.0)
+    assert rig.propose([(0.01 * (k + 1), row) for k, row in enumerate(joint0(*[0.001] * 600))], stamp=rig.now)
+    rows = joint0(*[0.002] * first)
+    assert rig.propose([(7.0 + 0.01 * k, row) for k, row in enumerate(rows)], stamp=rig.now) is accepted
+    if accepted:
+        assert not rig.sup.counts and len(rig.sup.reference.path) == 1 + MAX_POINTS
+    else:
+        assert rig.sup.counts == {"rejected_size": 1} and rig.sup.target is None and not rig.sup.reference.active
+        assert f"leave {600 + first} rows buffered" in rig.sup.reason
+
+
+def test_rows_already_passed_or_replaced_do_not_count_toward_the_buffer() -> None:
+    """A proposal every 50 ms whose rows replace the buffered ones (vla_node's pattern) is never refused."""
+    rig = Rig(command_timeout_s=5.0)
+    for k in range(100):
+        rows = joint0(*[0.0001 * k] * (MAX_POINTS - 100))
+        assert rig.propose([(0.001 * (j + 1), row) for j, row in enumerate(rows)], stamp=rig.now)
+        rig.tick(5)
+    assert not [kind for kind in rig.sup.counts if kind.startswith("rejected")]
+    assert len(rig.sup.reference.path) <= MAX_POINTS + 1
+
+
 @pytest.mark.parametrize("times, previous", [([0.10, 0.05], "(0.1)"), ([-0.01], "(none)")])
 def test_a_bad_row_time_is_refused_naming_the_previous_rows_time(times: list[float], previous: str) -> None:
     with pytest.raises(Rejection, match=re.escape(f"the previous point's {previous}")):
