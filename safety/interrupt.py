@@ -84,7 +84,8 @@ def quiet_half_built_executors(flag: SigintFlag) -> None:
 
 @contextmanager
 def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]],
-             before_init: Callable[[], object] | None = None, rclpy_signals: bool = True) -> Iterator[SigintFlag]:
+             before_init: Callable[[], object] | None = None, rclpy_signals: bool = True,
+             name: str = "") -> Iterator[SigintFlag]:
     """A node process's life: stop-signal handling, rclpy.init, and on the way out (clean or not) the callables
     in `cleanup` (filled in as the body creates things), rclpy's shutdown and the context's destruction (its DDS
     participant leaves the graph now, not at interpreter exit). A Ctrl-C or an external shutdown (or SIGTERM)
@@ -105,7 +106,7 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]],
         except RuntimeError as exc:  # malformed --ros-args, an unreadable params file: one line, exit 1
             if sigint.seen:
                 raise
-            name = os.path.basename((argv or sys.argv or ["node"])[0])
+            name = name or os.path.basename((argv or sys.argv or ["node"])[0])
             raise SystemExit(f"{name}: refusing to start: rclpy could not start: "
                              + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())) from None
         sigint.ros_started = True

@@ -363,7 +363,7 @@ def main(args: list[str] | None = None) -> int:
     cleanup: list[Any] = []
     node: SafetySupervisorNode | None = None
     try:
-        with ros_main(args, cleanup, before_init=before_init, rclpy_signals=False) as stop:
+        with ros_main(args, cleanup, before_init=before_init, rclpy_signals=False, name=NODE_NAME) as stop:
             node = SafetySupervisorNode()
             cleanup += [node.stop_and_hold, node.destroy_node]
             node.get_logger().info(f"executor and DDS threads: {scheduling[0]}")

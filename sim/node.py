@@ -221,7 +221,7 @@ class SimNode(Node):
 def main(argv: list[str] | None = None) -> int:
     """Entry point `sim_node`: exits 1 with a one-line reason on bad or unknown parameters."""
     cleanup: list[Callable[[], object]] = []
-    with ros_main(argv, cleanup) as stop:
+    with ros_main(argv, cleanup, name=NODE_NAME) as stop:
         try:
             node = SimNode()
         except ValidationError as exc:

@@ -410,7 +410,7 @@ class VlaNode(Node):
 def main(argv: list[str] | None = None) -> int:
     """Entry point `vla_node` (`python -m omni_vla.ros.node --ros-args ...`)."""
     cleanup: list[Callable[[], object]] = []
-    with ros_main(argv, cleanup) as stop:
+    with ros_main(argv, cleanup, name="vla_node") as stop:
         # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.
         sys.setswitchinterval(0.001)
         node = VlaNode()

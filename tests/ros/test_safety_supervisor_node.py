@@ -362,8 +362,9 @@ def test_a_params_file_rclpy_cannot_parse_stops_the_start_in_one_line(tmp_path: 
     proc = subprocess.run([sys.executable, "-m", "omni_vla_safety.node", "--ros-args", "--params-file", str(bad)],
                           env=env, capture_output=True, text=True, timeout=20)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    assert len(lines) == 1 and "refusing to start: rclpy could not start: " in lines[0], proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip() and not ln.startswith("[ERROR] [")]  # rcl's own
+    assert len(lines) == 1 and lines[0].startswith("safety_supervisor: refusing to start: rclpy could not start: ")
+    assert "Couldn't parse params file" in lines[0], proc.stderr
 
 
 def test_unknown_parameter_in_the_params_file_refuses_start_naming_it(tmp_path: Path) -> None:
