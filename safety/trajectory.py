@@ -43,9 +43,7 @@ class Reference:
 
     def kept(self, now: float, first: float) -> int:
         """How many buffered rows a proposal whose first row is at `first` would keep (those after `now`)."""
-        if self.path is None:
-            return 0
-        return sum(1 for t, _ in self.path[self.k + 1:] if now < t < first)
+        return sum(1 for t, _ in self.path or () if now < t < first)
 
     def follow(self, now: float, rows: Sequence[Row], start: Sequence[float]) -> None:
         """Rows (absolute times, all after `now`, increasing) to follow: from where the reference is
