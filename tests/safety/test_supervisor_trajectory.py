@@ -428,6 +428,22 @@ def test_proposals_that_only_append_are_refused_once_the_buffer_would_pass_max_p
         assert f"leave {600 + first} rows buffered" in rig.sup.reason
 
 
+def test_rows_already_passed_do_not_count_and_a_row_at_the_new_first_rows_time_is_replaced_not_kept() -> None:
+    """600 rows over 6 s, 3 s later about half are ahead. Rows appended from the last row's time on: the rows still
+    ahead but the last (replaced by the new first row) + the new rows may make 1000, not one more."""
+    times = [0.01 * (k + 1) for k in range(600)]
+    for surplus, accepted in ((0, True), (1, False)):
+        rig = Rig(command_timeout_s=5.0)
+        stamp = rig.now
+        assert rig.propose(list(zip(times, joint0(*[0.001] * 600))), stamp=stamp)
+        rig.tick(300)
+        base = stamp + CONFIG.trajectory_delay_s
+        ahead = sum(1 for t in times[:-1] if base + t > rig.now)  # the last one is replaced
+        assert 250 < ahead < 320  # about half
+        new = [times[-1] + 0.01 * j for j in range(MAX_POINTS - ahead + surplus)]
+        assert rig.propose(list(zip(new, joint0(*[0.002] * len(new)))), stamp=stamp) is accepted
+
+
 def test_rows_already_passed_or_replaced_do_not_count_toward_the_buffer() -> None:
     """A proposal every 50 ms whose rows replace the buffered ones (vla_node's pattern) is never refused."""
     rig = Rig(command_timeout_s=5.0)
