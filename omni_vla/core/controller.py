@@ -66,6 +66,7 @@ class Controller:
         # Splice jumps: at the tick a chunk lands, how far its action is from what the old queue held for that tick.
         self._before = np.zeros(d, np.float64)
         self._after = np.zeros(d, np.float64)
+        self._finite = np.zeros((h, d), bool)  # scratch: a chunk's finiteness is checked on the tick, without allocating
         self._jumps = np.zeros(config.latency_window, np.float64)
         self._jump_n = 0
         self.jump_max = 0.0
@@ -214,7 +215,7 @@ class Controller:
         if self._inflight_gen != self._gen:
             self.counts["discarded_chunks"] += 1
             return
-        if not np.isfinite(res.actions).all():  # kept, a NaN would reach the shaper's memory and stay there
+        if not np.isfinite(res.actions, out=self._finite).all():  # kept, a NaN would stay in the shaper's memory
             self.counts["non_finite_chunks"] += 1
             self.last_rejection = "the policy returned a chunk with non-finite values: dropped"
             return
