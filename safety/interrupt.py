@@ -28,6 +28,8 @@ from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from omni_vla_safety.errors import one_line
+
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -107,8 +109,7 @@ def ros_main(argv: list[str] | None, cleanup: list[Callable[[], object]],
             if sigint.seen:
                 raise
             name = name or os.path.basename((argv or sys.argv or ["node"])[0])
-            raise SystemExit(f"{name}: refusing to start: rclpy could not start: "
-                             + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())) from None
+            raise SystemExit(f"{name}: refusing to start: rclpy could not start: {one_line(str(exc))}") from None
         sigint.ros_started = True
         yield sigint
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -31,6 +31,7 @@ import numpy as np
 from omni_vla.cameras import CameraInput
 from omni_vla.core.cpu_list import format_cpu_list, parse_cpu_list
 from omni_vla.core.settings import WorkerSettings
+from omni_vla.errors import one_line
 from omni_vla.inference.client import (
     ChunkResult, RuntimeFactory, checked_noise_scale, draw_noise, instruction_error, open_runtime, runtime_shape,
 )
@@ -138,7 +139,7 @@ def _load_failure(exc: Exception) -> str:
     """A bundle the runtime refuses (missing, corrupt, wrong shape) is one line for the operator; anything else is
     a bug in a runtime and keeps a short traceback."""
     if isinstance(exc, (BundleError, ValueError, OSError, KeyError)):
-        return f"{type(exc).__name__}: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+        return f"{type(exc).__name__}: {one_line(str(exc))}"
     return traceback.format_exc(limit=4)
 
 
