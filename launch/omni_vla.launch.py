@@ -17,7 +17,6 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 from omni_vla.ros.graph import JOINT_LIMITS_FILE, JOINT_LIMITS_NODES, ROBOT_NODES
@@ -89,6 +88,13 @@ def _params_file(config_dir, executable, namespaced):
     return _kept_file(f"{executable}_", ".yaml", yaml.safe_dump(data))
 
 
+def _overrides_file(executable, params):
+    """The launch arguments' values for one node as a kept parameter file: given as a dict, launch_ros would
+    write a new temporary file at every launch and never remove it."""
+    return _kept_file(f"{executable}_args_", ".yaml",
+                      yaml.safe_dump({f"/**/{executable}": {"ros__parameters": params}}))
+
+
 def _kept_file(prefix, suffix, text):
     """A file holding `text` under ROS_HOME/omni_vla (else the temp directory), named by its hash: every launch
     with the same content uses the same file, so a robot relaunched all day does not fill its disk with copies."""
@@ -133,11 +139,12 @@ def node_actions(context, specs):
     env = dds_environment()
     for spec in specs:
         params = {"use_sim_time": sim_time == "true"}
-        params.update({name: ParameterValue(arg[name], value_type=str)
-                       for name, nodes in OVERRIDES.items() if spec.executable in nodes and arg[name]})
+        params.update({name: str(arg[name]) for name, nodes in OVERRIDES.items()
+                       if spec.executable in nodes and arg[name]})
         actions.append(Node(package="omni_vla", executable=spec.executable, name=spec.executable,
                             namespace=namespace, output="screen", additional_env=env,
-                            parameters=[_params_file(arg["config_dir"], spec.executable, namespaced), params]))
+                            parameters=[_params_file(arg["config_dir"], spec.executable, namespaced),
+                                        _overrides_file(spec.executable, params)]))
     return actions
 
 

@@ -48,6 +48,16 @@ def test_launching_again_reuses_the_files_instead_of_leaving_copies(launch_modul
     assert set(yaml.safe_load(Path(first[1]).read_text())) == {"/**/vla_node"}
 
 
+def test_launch_arguments_reach_a_node_as_strings_in_one_kept_file(launch_module, tmp_path: Path) -> None:
+    """A bundle directory named `123` or `true` stays a string (the node's parameter is one), as launch_ros's
+    ParameterValue(value_type=str) kept it."""
+    values = {"use_sim_time": False, "bundle_dir": "123", "backend": "true"}
+    path = launch_module._overrides_file("vla_node", values)
+    assert launch_module._overrides_file("vla_node", dict(values)) == path
+    assert yaml.safe_load(Path(path).read_text()) == {"/**/vla_node": {"ros__parameters": values}}
+    assert Path(path).parent == tmp_path / "ros_home" / "omni_vla"
+
+
 def test_a_kept_file_changed_by_someone_else_is_written_again(launch_module) -> None:
     path = Path(launch_module.dds_environment()["FASTRTPS_DEFAULT_PROFILES_FILE"])
     path.write_text("<profiles/>")

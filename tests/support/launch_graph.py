@@ -49,9 +49,13 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _launch(install: Path, name: str, cwd: Path, domain: int, *args: str) -> subprocess.Popen:
+    """`ros2 launch` from `cwd`, with a temporary directory and ROS_HOME of its own beside it (what a launch leaves
+    there is the test's to see)."""
     site = next(install.glob("lib/python3*/site-packages"))
+    for folder in ("tmp", "ros_home"):
+        (cwd.parent / folder).mkdir(exist_ok=True)
     env = {**os.environ, "AMENT_PREFIX_PATH": str(install), "PYTHONPATH": str(site), "ROS_DOMAIN_ID": str(domain),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", "TMPDIR": str(cwd.parent / "tmp"), "ROS_HOME": str(cwd.parent / "ros_home")}
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     launch_file = install / "share" / "omni_vla" / "launch" / name
     return subprocess.Popen([sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file), *args], cwd=cwd, env=env,
@@ -153,4 +157,4 @@ def run_graph(install: Path, tmp_path: Path, launch_file: str, fake_robot: bool,
                         ("active_logged", "vla_node]: active: commanding")):
         seen[key] = next((t for t, line in lines if marker in line), t0 - 1)  # -1: not seen
     return {"seen": {k: round(v - t0, 3) for k, v in seen.items()}, "up_s": round(up, 3), "code": code, "out": out,
-            "safety": safety.get("state", "")}
+            "safety": safety.get("state", ""), "temp_files": sorted(p.name for p in (tmp_path / "tmp").iterdir())}
