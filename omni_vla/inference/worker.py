@@ -135,12 +135,12 @@ def _child_main(
     os._exit(0)
 
 
-def _load_failure(exc: Exception) -> str:
-    """A bundle the runtime refuses (missing, corrupt, wrong shape) is one line for the operator; anything else is
-    a bug in a runtime and keeps a short traceback."""
+def _load_failure(exc: Exception) -> tuple[str, str]:
+    """A bundle the runtime refuses (missing, corrupt, wrong shape, its backend not installed) is a "refused" line
+    for the operator; anything else is an "error" of a runtime and keeps a short traceback."""
     if isinstance(exc, (BundleError, ValueError, OSError, KeyError)):
-        return f"{type(exc).__name__}: {one_line(str(exc))}"
-    return traceback.format_exc(limit=4)
+        return "refused", f"{type(exc).__name__}: {one_line(str(exc))}"
+    return "error", traceback.format_exc(limit=4)
 
 
 def _serve(
@@ -151,7 +151,7 @@ def _serve(
         place_worker(cpus, nice)
         runtime = factory(backend, bundle_dir, threads)
     except Exception as exc:  # noqa: BLE001 - the parent reports why in its configure line
-        resp.send(("error", _load_failure(exc)))
+        resp.send(_load_failure(exc))
         raise SystemExit(1)
     shape = runtime_shape(runtime)
     resp.send(("meta", shape))
@@ -168,7 +168,7 @@ def _serve(
         for _ in range(2):  # warm-up on zeros, into a scratch output (the parent may read `out`)
             runtime.infer(images, v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
     except Exception as exc:  # noqa: BLE001 - a program that loads but cannot run is refused the same way
-        resp.send(("error", _load_failure(exc)))
+        resp.send(_load_failure(exc))
         raise SystemExit(1)
     resp.send(("ready", None))
     bad_instruction = b""
@@ -242,6 +242,7 @@ class ProcessInference:
         self._ack = bytearray(16)
         self._instruction_error = ""
         self._last_failure = ""
+        self._refused = False  # the last load failure was the bundle's or the machine's, not a runtime's bug
         self.failures = 0
         self.restarts = 0
         self.last_infer_s = 0.0
@@ -265,7 +266,7 @@ class ProcessInference:
         if self._state != "ready":
             what = self._last_failure
             self.close()
-            raise RuntimeError(f"inference worker {what}")
+            raise (BundleError if self._refused else RuntimeError)(f"inference worker {what}")
         return self
 
     def close(self) -> None:
@@ -380,13 +381,15 @@ class ProcessInference:
         resp_w.close()
         self._req, self._resp = req_w, resp_r
         self._state = "starting"
+        self._refused = False
         self._deadline = time.perf_counter() + self.startup_timeout_s
 
     def _advance_start(self, wait_s: float) -> None:
         try:
             while self._state == "starting" and self._resp.poll(wait_s):  # type: ignore[union-attr]
                 kind, payload = self._resp.recv()  # type: ignore[union-attr]
-                if kind == "error":
+                if kind in ("refused", "error"):
+                    self._refused = kind == "refused"
                     self._fail(f"failed to load the runtime: {payload}")
                 elif kind == "meta":
                     self._attach(payload)

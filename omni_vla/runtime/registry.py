@@ -9,6 +9,7 @@ nothing here names a module above this layer.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 from dataclasses import dataclass
 from importlib import metadata
@@ -46,12 +47,19 @@ KINDS: dict[str, KindSpec] = {  # keys: omni_vla.backends.BUNDLE_KINDS (a test s
 class RobotBackendSpec:
     module: str  # imported by name when asked for: load_program, load_chunk_program and the flow runtime class
     flow_runtime: str  # its PolicyRuntime class for a kind-"flow" bundle
+    library: str  # its top-level third-party module (MNN is imported only when a program loads: looked for here)
+    install: str  # what puts its libraries on a robot that lacks them (setup.py's extra of the same name)
 
 
 ROBOT_RUNTIMES: dict[str, RobotBackendSpec] = {  # keys: omni_vla.backends.ROBOT_BACKENDS (a test says so)
-    "executorch": RobotBackendSpec("omni_vla.runtime.executorch", "ExecuTorchRuntime"),
-    "mnn": RobotBackendSpec("omni_vla.runtime.mnn", "MNNRuntime"),
+    "executorch": RobotBackendSpec("omni_vla.runtime.executorch", "ExecuTorchRuntime", "executorch",
+                                   "pip install 'omni_vla[executorch]'"),
+    "mnn": RobotBackendSpec("omni_vla.runtime.mnn", "MNNRuntime", "MNN", "pip install omni_vla (mnn is a dependency)"),
 }
+
+
+class BackendUnavailable(BundleError):
+    """A robot backend whose libraries are not installed: refused in one line naming what installs them."""
 
 
 def kind_of(raw: object) -> BundleKind | None:
@@ -91,7 +99,13 @@ def robot_module(backend: str) -> ModuleType:
     spec = ROBOT_RUNTIMES.get(backend)
     if spec is None:
         raise ValueError(f"unknown robot backend {backend!r}; expected one of {list(ROBOT_RUNTIMES)}")
-    return importlib.import_module(spec.module)
+    try:
+        if importlib.util.find_spec(spec.library) is None:
+            raise ImportError(name=spec.library)
+        return importlib.import_module(spec.module)
+    except ImportError as exc:
+        raise BackendUnavailable(f"backend {backend!r} is not installed here (no module {exc.name or exc!s}): "
+                                 f"{spec.install}") from None
 
 
 def flow_runtime(backend: str) -> Callable[..., PolicyRuntime]:
@@ -99,7 +113,7 @@ def flow_runtime(backend: str) -> Callable[..., PolicyRuntime]:
     spec = ROBOT_RUNTIMES.get(backend)
     if spec is None:
         return registered_runtime(backend)
-    return getattr(importlib.import_module(spec.module), spec.flow_runtime)
+    return getattr(robot_module(backend), spec.flow_runtime)
 
 
 def registered_backends() -> dict[str, metadata.EntryPoint]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_args
 
@@ -53,6 +56,33 @@ def test_eager_torch_is_a_registered_entry_point_not_a_runtime_import() -> None:
 ])
 def test_the_kind_is_read_from_format_and_kind(raw: object, kind: str | None) -> None:
     assert registry.kind_of(raw) == kind
+
+
+@pytest.mark.parametrize("backend, library, install", [("executorch", "executorch", "pip install 'omni_vla[executorch]'"),
+                                                       ("mnn", "MNN", "pip install omni_vla (mnn is a dependency)")])
+def test_a_robot_backend_that_is_not_installed_is_refused_in_one_line_naming_what_installs_it(
+        monkeypatch: pytest.MonkeyPatch, backend: str, library: str, install: str) -> None:
+    monkeypatch.setitem(sys.modules, library, None)  # None in sys.modules: the module cannot be found
+    for load in (registry.robot_module, registry.flow_runtime):
+        with pytest.raises(registry.BackendUnavailable) as exc:
+            load(backend)
+        assert str(exc.value) == f"backend {backend!r} is not installed here (no module {library}): {install}"
+
+
+def test_a_command_on_a_machine_without_executorch_exits_2_with_that_line(tmp_path: Path) -> None:
+    """As on a robot where torch is present but executorch is not: the library itself fails to import (here a
+    package of that name that raises as a missing one does). The worker process reports it; the verb says it."""
+    shim = tmp_path / "executorch"
+    shim.mkdir()
+    (shim / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'executorch'\", name='executorch')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "loop", "--bundle", str(REFERENCE),
+                           "--backends", "executorch", "--rates", "50", "--ticks", "10", "--heap-ticks", "0",
+                           "--no-cold-start", "--json"], capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        "omni-vla bench loop: inference worker failed to load the runtime: BackendUnavailable: backend 'executorch' "
+        "is not installed here (no module executorch): pip install 'omni_vla[executorch]'"], done.stderr
 
 
 def test_an_unknown_format_or_kind_is_refused_in_one_line_naming_what_is_read(tmp_path: Path) -> None:
