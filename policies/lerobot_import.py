@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     joints = [n for n in a.joint_names.split(",") if n]
     try:
         kind = checkpoint_kind(a.checkpoint)
+        if kind != "act" and a.instructions:
+            raise CheckpointError(f"--instructions applies to ACT checkpoints (SmolVLA, pi0 and pi0.5 read the "
+                                  f"instruction with their tokenizer); this one is {kind}")
         if kind == "smolvla":
             m = import_smolvla(a.checkpoint, a.out, joints, a.rate_hz, a.gripper, backends, a.tokenizer, a.quantize,
                                a.delegate)

@@ -102,6 +102,18 @@ def test_a_policy_kind_that_cannot_be_imported_is_refused_naming_the_kinds(tmp_p
     assert "'pi0_fast'" in res.stderr and "act, smolvla" in res.stderr and not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("kind", ["smolvla", "pi0", "pi05"])
+def test_an_instruction_table_is_refused_for_a_policy_that_reads_the_instruction_itself(tmp_path: Path,
+                                                                                        kind: str) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"type": kind}))
+    (tmp_path / "table.json").write_text("{}")
+    res = import_cli(str(tmp_path), "--out", str(tmp_path / "b"), "--joint-names", "a", "--rate-hz", "10",
+                     "--instructions", str(tmp_path / "table.json"))
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0, res.stderr
+    assert "--instructions applies to ACT checkpoints" in res.stderr and f"this one is {kind}" in res.stderr
+    assert not (tmp_path / "b").exists()
+
+
 def test_a_checkpoint_whose_vlm_cannot_be_found_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:
     ck = tmp_path / "pretrained_model"
     subprocess.run(["cp", "-r", str(reference / "pretrained_model"), str(ck)], check=True)
