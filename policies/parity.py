@@ -3,7 +3,8 @@
     python -m omni_vla_policies.parity --bundle bundles/reference --dataset data/demos --n 100 --json
     python -m omni_vla_policies.parity --bundle bundles/act --dataset data/demos --n 100 --json
 
-A chunk bundle (format 3, an imported ACT) is measured by parity_chunk.py, against eager PyTorch rebuilt from the
+A staged VLA bundle (an imported SmolVLA, pi0, pi0.5) is measured by vla/parity_checkpoint.py against the eager
+fp32 model rebuilt from its checkpoint. A chunk bundle (format 3, an imported ACT) is measured by parity_chunk.py, against eager PyTorch rebuilt from the
 checkpoint it was imported from (--checkpoint when it has moved), with onnxruntime on its policy.onnx as a third
 backend; the flow bundle (format 2) here.
 
@@ -25,7 +26,7 @@ import numpy as np
 from omni_vla.backends import EAGER, LOOP_BACKENDS, ROBOT_BACKENDS
 from omni_vla.runtime.bundle import read_manifest
 from omni_vla.runtime.chunk_loop import is_chunk_bundle
-from omni_vla.runtime.registry import flow_runtime
+from omni_vla.runtime.registry import flow_runtime, sniff_kind
 from omni_vla.runtime.text import InstructionError, load_table
 from omni_vla.tools.errors import existing_bundle, existing_dir, positive_int
 from omni_vla_policies.dataset import FORMAT, _episode_files
@@ -99,7 +100,14 @@ def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
 
 def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed: int = 0, threads: int = 1,
                checkpoint: Path | None = None) -> dict:
-    """Either format: a chunk bundle by parity_chunk.py (`checkpoint`: its eager reference's weights, when moved)."""
+    """Any kind: a chunk bundle by parity_chunk.py, a staged VLA by vla/parity_checkpoint.py (`checkpoint`: the
+    weights of their eager reference, when moved), the reference flow policy here."""
+    if sniff_kind(bundle_dir) == "vla":
+        if dataset is not None:
+            raise ValueError(f"--dataset {dataset}: a staged VLA bundle is compared on one seeded observation (its "
+                             "cameras and state are its own); expected no --dataset")
+        from omni_vla_policies.vla.parity_checkpoint import run_vla_parity  # the VLA models: only for this kind
+        return run_vla_parity(bundle_dir, seed, checkpoint)
     if is_chunk_bundle(bundle_dir):
         steps = sample_steps(dataset, n, 1) if dataset is not None else None
         source = f"dataset:{dataset}" if dataset is not None else "synthetic"
@@ -158,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--checkpoint", type=existing_dir, default=None,
-                   help="chunk bundles: the LeRobot checkpoint it was imported from, if no longer where the manifest says")
+                   help="imported bundles: the LeRobot checkpoint it was imported from, if no longer where the manifest says")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     with stdout_to_stderr() as real:

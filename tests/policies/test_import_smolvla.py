@@ -56,6 +56,43 @@ def test_the_manifest_states_each_runtimes_parity_against_the_eager_model(refere
     assert set(parity) == {"executorch", "mnn"} and min(parity.values()) >= 80.0, parity
 
 
+def _parity_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "parity", *args, "--json"],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_omni_vla_parity_rechecks_the_bundle_against_its_checkpoint(bundle: Path) -> None:
+    """The verb a user runs after copying a bundle or upgrading a runtime: the same observation as the import's,
+    so the figures agree with the manifest's."""
+    res = _parity_cli("--bundle", str(bundle))
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    recorded = read_vla_manifest(bundle).source["parity_db"]
+    assert report["policy"] == "lerobot_smolvla" and set(report["end_to_end_snr_db"]) == {"executorch", "mnn"}
+    for backend, db in report["end_to_end_snr_db"].items():
+        assert db >= 80.0 and abs(db - recorded[backend]) < 1.0, (report, recorded)
+
+
+def test_parity_refuses_a_moved_checkpoint_or_other_weights_in_one_line(reference: Path, bundle: Path,
+                                                                       tmp_path: Path) -> None:
+    moved = tmp_path / "moved"
+    shutil.copytree(bundle, moved)
+    manifest = json.loads((moved / "manifest.json").read_text())
+    manifest["source"]["checkpoint"] = str(tmp_path / "gone")
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    res = _parity_cli("--bundle", str(moved))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--checkpoint DIR" in res.stderr, res.stderr
+    other = tmp_path / "other"
+    shutil.copytree(reference / "pretrained_model", other)
+    with open(other / "model.safetensors", "r+b") as f:  # the last byte of the last tensor: other weights
+        f.seek(0, 2)
+        f.seek(f.tell() - 1)
+        f.write(b"\x01")
+    res = _parity_cli("--bundle", str(moved), "--checkpoint", str(other))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not the weights this bundle" in res.stderr, \
+        res.stderr
+
+
 def test_an_int8_variant_states_a_parity_that_holds_against_lerobot(reference: Path, tmp_path: Path) -> None:
     """The figure in the manifest is measured against the eager fp32 model; LeRobot's own pipeline on another
     observation must tell the same story (within 6 dB), so the stated figure is not a self-serving one."""
