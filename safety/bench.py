@@ -18,6 +18,7 @@ import json
 import math
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -108,9 +109,20 @@ def _fuzz_one(k: int, rate: float, steps: int, chunk: int) -> dict[str, object]:
             kinds[kind] = kinds.get(kind, 0) + count
         done, seed = done + n, seed + 1
     wall = time.perf_counter() - t0
+    jerk_limited = sum(math.isfinite(j.jmax) for j in robot.oracle_joints)  # type: ignore[attr-defined]
     return {"robot": robot.name, "joints": len(robot.names), "rate_hz": rate, "steps": done,  # type: ignore[attr-defined]
-            "episodes": seed, "violations": sum(kinds.values()), "violations_by_kind": kinds,
+            "jerk_limited_joints": jerk_limited, "episodes": seed, "violations": sum(kinds.values()), "violations_by_kind": kinds,
             "steps_per_s": round(done / wall)}
+
+
+def _commit() -> str:
+    """The checkout's commit (the oracle and the generator are read from its tests/): which code a result judged."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
 
 
 def fuzz(steps: int, chunk: int, rates: Sequence[float], jobs: int = 1) -> dict[str, object]:
@@ -148,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (FileNotFoundError, ImportError) as exc:
             print(f"omni-vla bench safety --fuzz: {exc}", file=sys.stderr)
             return 2
-        result.update(python=platform.python_version(), machine=platform.machine())
+        result.update(python=platform.python_version(), machine=platform.machine(), commit=_commit())
         print(json.dumps(result) if args.json else json.dumps(result, indent=1))
         return 1 if result["total_violations"] else 0
     if args.repetitions < 100:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Literal
 
 from omni_vla.backends import LOOP_BACKENDS
 from omni_vla.core.chunking import STRATEGIES
+from omni_vla.runtime.registry import runnable_backends
 from omni_vla_sim.report import write_atomic
 
 Kind = Literal["backends", "chunking"]
@@ -25,7 +26,8 @@ def variants(kind: Kind, base: Any) -> dict[str, Any]:
         return type(base).model_validate({**base.model_dump(), **update})
 
     if kind == "backends":
-        return {b: with_(backend=b) for b in LOOP_BACKENDS}
+        names = runnable_backends(base.bundle_dir) if base.bundle_dir is not None else LOOP_BACKENDS
+        return {b: with_(backend=b) for b in names}
     if kind == "chunking":
         return {f"{s}_d{d}": with_(strategy=s, delay_ticks=d) for d in DELAYS for s in STRATEGIES}
     raise ValueError(f"unknown comparison {kind!r}; expected 'backends' or 'chunking'")

@@ -21,11 +21,12 @@ from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.cameras import CameraInput
 from omni_vla.core.ports import ChunkResult, InferenceClient
 from omni_vla.runtime.base import PolicyRuntime
+from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.chunk import ChunkRuntime
 from omni_vla.runtime.chunk_loop import ChunkLoopRuntime
 from omni_vla.runtime.chunk_manifest import ChunkManifest
 from omni_vla.runtime.registry import (AnyManifest, flow_runtime, read_any_manifest, registered_runtime,
-                                       robot_module)
+                                       robot_module, sniff_kind)
 from omni_vla.runtime.vla import StagedVLARuntime
 
 __all__ = ["ChunkResult", "InferenceClient", "RuntimeInputs", "SyncInference", "open_runtime"]
@@ -39,6 +40,10 @@ def open_runtime(backend: str, bundle_dir: str, threads: int) -> PolicyRuntime:
     """Load and warm a bundle on `backend`. A robot backend reads the manifest once and opens the runtime of its kind;
     any other (eager PyTorch) is a registered entry point, so the robot path never imports it."""
     if backend not in ROBOT_BACKENDS:
+        kind = sniff_kind(bundle_dir)
+        if kind not in (None, "flow"):
+            raise BundleError(f"{bundle_dir}: a {kind} bundle runs on {' or '.join(ROBOT_BACKENDS)}; backend "
+                              f"{backend!r} reruns only the reference policy's checkpoint")
         return registered_runtime(backend)(Path(bundle_dir), num_threads=threads)
     manifest = read_any_manifest(bundle_dir)
     return _OPEN[manifest.kind](backend, Path(bundle_dir), threads, manifest)

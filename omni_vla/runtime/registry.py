@@ -19,7 +19,7 @@ from typing import Callable, Union
 
 from pydantic import BaseModel
 
-from omni_vla.backends import BACKEND_ENTRY_POINTS, ROBOT_BACKENDS, BundleKind
+from omni_vla.backends import BACKEND_ENTRY_POINTS, LOOP_BACKENDS, ROBOT_BACKENDS, BundleKind
 from omni_vla.runtime.base import PolicyRuntime
 from omni_vla.runtime.bundle import BUNDLE_FORMAT, MANIFEST_NAME, BundleError, BundleManifest, read_json, validate_json
 from omni_vla.runtime.chunk_manifest import CHUNK_FORMAT, ChunkManifest
@@ -92,6 +92,16 @@ def read_any_manifest(bundle_dir: str | Path) -> AnyManifest:
         raise BundleError(f"{path}: format {got[0]!r} kind {got[1]!r}, this runtime reads {known}; re-export the bundle")
     spec = KINDS[kind]
     return validate_json(path, raw, spec.manifest, spec.format)  # type: ignore[return-value]
+
+
+def runnable_backends(bundle_dir: str | Path) -> tuple[str, ...]:
+    """The loop backends `bundle_dir` runs on: eager PyTorch only for the reference flow kind (it reruns that
+    policy's checkpoint), the robot backends whose programs every stage of a format-3 bundle lists."""
+    manifest = read_any_manifest(bundle_dir)
+    if manifest.kind == "flow":
+        return LOOP_BACKENDS
+    return tuple(b for b in ROBOT_BACKENDS
+                 if all(b in stage.artifacts for stage in manifest.stages.values()))  # type: ignore[union-attr]
 
 
 def robot_module(backend: str) -> ModuleType:

@@ -85,6 +85,23 @@ def test_a_command_on_a_machine_without_executorch_exits_2_with_that_line(tmp_pa
         "is not installed here (no module executorch): pip install 'omni_vla[executorch]'"], done.stderr
 
 
+def test_a_staged_bundle_runs_on_the_robot_backends_it_holds_and_refuses_eager_torch_in_one_line(
+        tiny_vla, tmp_path: Path) -> None:
+    _, bundle = tiny_vla
+    assert registry.runnable_backends(bundle) == ("executorch", "mnn")
+    assert registry.runnable_backends(REFERENCE) == backends.LOOP_BACKENDS  # eager PyTorch reruns its policy.pt
+    mnn_only = tmp_path / "mnn_only"
+    shutil.copytree(bundle, mnn_only)
+    raw = json.loads((mnn_only / "manifest.json").read_text())
+    raw["stages"]["finish"]["artifacts"].pop("executorch")
+    (mnn_only / "manifest.json").write_text(json.dumps(raw))
+    assert registry.runnable_backends(mnn_only) == ("mnn",)
+    with pytest.raises(BundleError) as exc:
+        client.open_runtime("torch", str(bundle), 1)
+    assert str(exc.value) == (f"{bundle}: a vla bundle runs on executorch or mnn; backend 'torch' reruns only the "
+                              "reference policy's checkpoint")
+
+
 def test_an_unknown_format_or_kind_is_refused_in_one_line_naming_what_is_read(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "omni_vla.bundle/3", "kind": "world"}))
     with pytest.raises(BundleError) as exc:

@@ -194,6 +194,14 @@ def test_chunking_comparison_varies_only_strategy_and_delay() -> None:
         assert name == f"{v.strategy}_d{v.delay_ticks}"
 
 
+def test_a_backend_comparison_of_a_staged_bundle_runs_the_robot_backends_it_holds(tiny_vla) -> None:
+    """An imported VLA has no eager PyTorch checkpoint of ours: comparing backends compares its runtimes."""
+    from omni_vla_sim.compare import variants
+
+    base = EvalSettings(backend="mnn", bundle_dir=tiny_vla[1], episodes=2)
+    assert list(variants("backends", base)) == ["executorch", "mnn"]
+
+
 def test_backends_disagreeing_beyond_their_intervals_are_flagged() -> None:
     from omni_vla_sim.compare import intervals_agree
 
