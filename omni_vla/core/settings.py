@@ -119,9 +119,9 @@ class WorkerSettings(BaseModel):
 
     inference_timeout_s: float = Field(
         1.0, gt=0, description="a request unanswered this long means a hung worker (killed, restarted with backoff); "
-        "a real-size VLA takes seconds per chunk: set it above its p99",
+        "raised at start-up to 3x the warm-up chunk's seconds, so a real-size VLA needs no setting of its own",
     )
-    startup_timeout_s: float = Field(60.0, gt=0, description="worker load + warm-up budget")
+    startup_timeout_s: float = Field(60.0, gt=0, description="worker load budget, and again its warm-up's")
     restart_backoff_s: float = Field(0.5, gt=0, description="first worker restart delay, doubled per failure")
     restart_backoff_max_s: float = Field(10.0, gt=0, description="cap of the restart delay")
     worker_cpus: str = Field(

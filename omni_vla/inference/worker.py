@@ -166,11 +166,13 @@ def _serve(
     scratch = np.zeros_like(v["out"])
     try:
         for _ in range(2):  # warm-up on zeros, into a scratch output (the parent may read `out`)
+            t = time.perf_counter()
             runtime.infer(images, v["state"], v["instruction"], v["prefix"], 0, noise, scratch)
+            warm_s = time.perf_counter() - t
     except Exception as exc:  # noqa: BLE001 - a program that loads but cannot run is refused the same way
         resp.send(_load_failure(exc))
         raise SystemExit(1)
-    resp.send(("ready", None))
+    resp.send(("ready", warm_s))  # the second (warm) inference's seconds: what a chunk takes on this machine
     bad_instruction = b""
     try:
         while True:
@@ -206,8 +208,14 @@ def _serve(
         shm.close()
 
 
+HUNG_AFTER_WARM_CHUNKS = 3.0
+"""A request is hung after max(timeout_s, this many times the warm-up chunk's seconds): a policy that takes
+seconds per chunk on this machine (a full-size VLA) is not killed as hung at every request."""
+
+
 class ProcessInference:
-    """InferenceClient whose runtime runs in a child process; restarts it with exponential backoff."""
+    """InferenceClient whose runtime runs in a child process; restarts it with exponential backoff. The start-up
+    budget applies to the load and again to the warm-up (a large bundle takes both long)."""
 
     def __init__(
         self, backend: str, bundle_dir: str, threads: int = 1, factory: RuntimeFactory = open_runtime,
@@ -219,6 +227,8 @@ class ProcessInference:
         self._placement = (checked_cpus(cpus), nice)
         self.backend = backend
         self.timeout_s = timeout_s
+        self.warm_chunk_s = 0.0  # measured by the worker at start-up
+        self.hung_after_s = timeout_s  # max(timeout_s, HUNG_AFTER_WARM_CHUNKS * warm_chunk_s)
         self.startup_timeout_s = startup_timeout_s
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
@@ -347,8 +357,8 @@ class ProcessInference:
                 res.latency_s = self._hdr[DONE_NS] * 1e-9 - self._submit_t  # type: ignore[union-attr]
                 self.last_infer_s = self._hdr[INFER_NS] * 1e-9
                 return res
-            if time.perf_counter() - self._submit_t > self.timeout_s:
-                self._fail(f"hung: no result within {self.timeout_s:g} s")
+            if time.perf_counter() - self._submit_t > self.hung_after_s:
+                self._fail(f"hung: no result within {self.hung_after_s:g} s")
             elif not self._proc.is_alive():
                 self._fail(f"died (exit code {self._proc.exitcode})")
         elif state == "ready":
@@ -393,7 +403,10 @@ class ProcessInference:
                     self._fail(f"failed to load the runtime: {payload}")
                 elif kind == "meta":
                     self._attach(payload)
+                    self._deadline = time.perf_counter() + self.startup_timeout_s  # the warm-up's own budget
                 elif kind == "ready":
+                    self.warm_chunk_s = float(payload)
+                    self.hung_after_s = max(self.timeout_s, HUNG_AFTER_WARM_CHUNKS * self.warm_chunk_s)
                     self._state = "ready"
                     self._reason = ""
                     if self._instruction is not None:

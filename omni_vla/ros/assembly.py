@@ -43,7 +43,8 @@ class Assembly:
         cfg, shaper = self.cfg, self.loop.shaper
         shaping = f"rows shaped to {cfg.command_accel_fraction:g} of the limits" if shaper is not None else "rows unshaped"
         return (f"configured: {cfg.backend} bundle {cfg.bundle_dir}, {cfg.rate_hz:g} Hz, strategy {cfg.strategy}, "
-                f"execution horizon {cfg.execution_horizon}, {shaping}, worker pid {self.inference.pid}"
+                f"execution horizon {cfg.execution_horizon}, {shaping}, worker pid {self.inference.pid}, warm chunk "
+                f"{self.inference.warm_chunk_s:.3g} s (hung after {self.inference.hung_after_s:.3g} s)"
                 + (", on ROS time (use_sim_time)" if sim_time else ""))
 
     def warnings(self) -> list[str]:

@@ -175,6 +175,22 @@ def test_hung_worker_is_killed_at_deadline_and_backoff_doubles() -> None:
         client.close()
 
 
+def test_a_policy_slower_than_the_timeout_is_timed_at_start_up_and_not_killed_as_hung() -> None:
+    """A chunk of 0.3 s against a 0.1 s timeout: the warm chunk sets the bound to 3x it; a hang is still caught."""
+    client = _worker("toy:latency=0.3", timeout_s=0.1)
+    try:
+        assert 0.3 <= client.warm_chunk_s < 0.6 and client.hung_after_s == pytest.approx(3 * client.warm_chunk_s)
+        client.submit(0, 0, 0.0)
+        assert _wait_result(client) is not None and client.healthy and client.failures == 0
+    finally:
+        client.close()
+    client = _worker("toy:mode=hang", timeout_s=0.2)
+    try:
+        assert client.hung_after_s == 0.2, "a fast warm-up keeps the configured timeout"
+    finally:
+        client.close()
+
+
 def test_worker_refusing_an_instruction_makes_client_unhealthy_until_a_good_one() -> None:
     client = _worker("toy:")
     try:
