@@ -324,9 +324,9 @@ def run_once(install: Path, stop: str, workdir: Path, diagnose: bool = False) ->
 
 
 def _ok(run: dict[str, Any]) -> bool:
-    """Every process of the launch gone within the budget, every node's exit code 0, launch never escalated, the last
-    safe command a hold."""
-    return (set(NODES) <= run["exit_s"].keys() and not run["still_running"] and not run["escalated"]
+    """The graph was up and commanding when stopped (a stop during start-up proves less), every process of the launch
+    gone within the budget, every node's exit code 0, launch never escalated, the last safe command a hold."""
+    return (run["graph_up"] and set(NODES) <= run["exit_s"].keys() and not run["still_running"] and not run["escalated"]
             and not run["traceback"]
             and all(t <= BUDGET_S for t in run["exit_s"].values())
             and all(run["exit_codes"].get(n) == 0 for n in NODES) and run["commands"]["held"])
