@@ -1,8 +1,8 @@
 """Does the launched graph hold over time: the real ROS 2 launch system (../shared/ros2_launch) runs sim.launch.py
 from a colcon install space (a bundle of your choice), a probe gives the policy its instruction, and for `--minutes`
 every process of the launch is sampled from /proc (RSS, open file descriptors) while both nodes' /diagnostics are
-read; per window of `--window-s`: tick lateness (the worst p99 either node reported), missed ticks, starved ticks,
-holds, the supervisor's clamps, RSS and fds per process.
+read; per window of `--window-s`: tick lateness (the worst p99 each node reported, and its latest max), missed
+ticks, starved ticks, holds, the supervisor's clamps, RSS and fds per process.
 
     python benchmarks/soak/run.py --minutes 60 [--bundle DIR --backend mnn] [--install DIR] --out FILE
         [--param vla_node:rate_hz=2 ...] [--compare-reference]
@@ -113,6 +113,8 @@ def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, fl
     vla, sup = latest.get("vla_node", {}), latest.get("safety_supervisor", {})
     return {"t_end_s": round(t, 1),
             "p99_lateness_ms": {n: round(v, 4) for n, v in p99.items()},
+            "max_lateness_ms": {n: _float(latest.get(n, {}), "tick_lateness_max_ms") for n in ("vla_node",
+                                                                                             "safety_supervisor")},
             "vla": {k: _int(vla, k) for k in ("missed_ticks", "overruns", "starved_ticks", "holds", "commands",
                                                "worker_restarts", "clock_jumps_back")},
             "vla_delay": {k: _float(vla, k) for k in ("inference_latency_p95_ms", "delay_ticks", "delay_headroom_ticks")},

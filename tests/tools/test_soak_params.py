@@ -61,8 +61,9 @@ def test_ratios_are_the_worst_windows_of_policy_over_reference(soak):
 def test_a_window_carries_the_supervisors_interventions_by_kind(soak):
     latest = {"safety_supervisor": {"clamps_total": "12", "interventions/rejected_out_of_range": "7",
                                     "interventions/watchdog_command": "1", "state": "hold"},
-              "vla_node": {"missed_ticks": "0"}}
+              "vla_node": {"missed_ticks": "0", "tick_lateness_max_ms": "4.25"}}
     w = soak.window_record(60.0, latest, {"vla_node": 0.1}, {}, 0.0)
+    assert w["max_lateness_ms"] == {"vla_node": 4.25, "safety_supervisor": None}
     assert w["supervisor"]["interventions"] == {"rejected_out_of_range": 7, "watchdog_command": 1}
     assert w["supervisor"]["clamps_total"] == 12 and w["supervisor_state"] == "hold"
 
