@@ -343,20 +343,29 @@ class PolicyServer:
             await stop.wait()
 
 
+def _camera_key(text: str) -> tuple[str, str]:
+    camera, sep, key = text.partition("=")
+    if not sep or not camera or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected CAMERA=KEY, e.g. top=observation/images/top")
+    return camera, key
+
+
 def build_policy(args: argparse.Namespace) -> Policy:
     """The policy named on the command line."""
     if args.policy == "oracle":
         return ExpertOraclePolicy(horizon=args.horizon, privileged_key=args.privileged_key)
     if not args.bundle_dir:
         raise UsageError("--policy bundle needs --bundle-dir")
-    return BundlePolicy(args.bundle_dir, backend=args.backend, threads=args.threads)
+    keys = KeyMap(images=dict(args.camera_key)) if args.camera_key else None
+    return BundlePolicy(args.bundle_dir, backend=args.backend, threads=args.threads, keys=keys)
 
 
 def build_check(args: argparse.Namespace, policy: Policy) -> ObservationCheck:
     """The robot's joint limits for the policy's joints (the bundle's, or the simulated Panda's for the oracle)."""
     runtime = getattr(policy, "runtime", None)
     joints = list(runtime.joint_names) if runtime is not None and runtime.joint_names else list(robot.JOINT_NAMES)
-    return ObservationCheck.for_robot(args.joint_limits, joints, tolerance=args.state_tolerance)
+    return ObservationCheck.for_robot(args.joint_limits, joints, keys=getattr(policy, "keys", None),
+                                      tolerance=args.state_tolerance)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -373,6 +382,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bundle-dir", type=existing_bundle, default=None)
     p.add_argument("--backend", choices=LOOP_BACKENDS, default="mnn")
     p.add_argument("--threads", type=positive_int, default=1)
+    p.add_argument("--camera-key", type=_camera_key, action="append", default=[], metavar="CAMERA=KEY",
+                   help="bundle: the request key of one of its cameras (repeatable; default front=observation/image, "
+                        "wrist=observation/wrist_image)")
     p.add_argument("--joint-limits", type=existing_file, default=robot.DEFAULT_LIMITS_FILE,
                    help="joint-limits file (YAML, URDF or MJCF); requests whose state is beyond it are refused")
     p.add_argument("--state-tolerance", type=non_negative_float, default=STATE_TOLERANCE,

@@ -23,7 +23,9 @@ class BundlePolicy:
         unmapped = [c.name for c in self.runtime.cameras if c.name not in self.keys.images]
         if unmapped:
             self.runtime.close()
-            raise ValueError(f"the policy reads camera(s) {unmapped} but keys.images maps only {sorted(self.keys.images)}")
+            raise ValueError(f"the policy reads camera(s) {unmapped} but keys.images maps only "
+                             f"{sorted(self.keys.images)}; expected a request key for each (serve-openpi: "
+                             "--camera-key CAMERA=KEY)")
         self._images = [(self.keys.images[c.name], c.name, PolicyImage(c.height, c.width)) for c in self.runtime.cameras]
         self._prompt: str | None = None
         self.metadata = {"policy": "bundle", "backend": backend, "action_horizon": h, "action_dim": d}

@@ -14,7 +14,7 @@ from omni_vla.cloud.config import ClientConfig
 from omni_vla.cloud.policy import CloudPolicy
 from omni_vla.inference.policy import BundlePolicy
 from omni_vla.policy import KeyMap, Policy, check_metadata
-from omni_vla_sim.openpi_server import PolicyServer
+from omni_vla_sim.openpi_server import PolicyServer, build_policy, parse_args
 from omni_vla_sim.oracle import ExpertOraclePolicy
 
 BUNDLE = Path(__file__).resolve().parents[2] / "bundles" / "reference"
@@ -85,3 +85,24 @@ def test_cloud_policy_refuses_a_reply_without_finite_actions() -> None:
                 remote.infer(observation())
         finally:
             remote.close()
+
+
+def test_a_served_staged_vla_reads_its_cameras_under_the_keys_the_operator_names(tiny_vla) -> None:
+    """serve-openpi --policy bundle with an imported-VLA-kind bundle and LeRobot-style request keys."""
+    bundle = tiny_vla[1]
+    args = parse_args(["--policy", "bundle", "--bundle-dir", str(bundle), "--camera-key", "front=observation/images/top",
+                       "--camera-key", "wrist=observation/images/hand"])
+    policy = build_policy(args)
+    rng = np.random.default_rng(0)
+    obs = {"observation/images/top": rng.integers(0, 255, (40, 40, 3), dtype=np.uint8),
+           "observation/images/hand": rng.integers(0, 255, (40, 40, 3), dtype=np.uint8),
+           "observation/state": np.zeros(policy.runtime.action_dim), "prompt": "pick up the cube"}
+    with PolicyServer(policy).thread() as st:
+        remote = CloudPolicy(ClientConfig(uri=st.uri))
+        try:
+            actions = remote.infer(obs)["actions"]
+        finally:
+            remote.close()
+    assert actions.shape == (policy.runtime.horizon, policy.runtime.action_dim) and np.isfinite(actions).all()
+    with pytest.raises(ValueError, match=r"maps only \['front'\]; expected a request key for each .*--camera-key"):
+        BundlePolicy(str(bundle), keys=KeyMap(images={"front": "observation/images/top"}))
