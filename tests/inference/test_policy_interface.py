@@ -96,7 +96,7 @@ def test_a_served_staged_vla_reads_its_cameras_under_the_keys_the_operator_names
     rng = np.random.default_rng(0)
     obs = {"observation/images/top": rng.integers(0, 255, (40, 40, 3), dtype=np.uint8),
            "observation/images/hand": rng.integers(0, 255, (40, 40, 3), dtype=np.uint8),
-           "observation/state": np.zeros(policy.runtime.action_dim), "prompt": "pick up the cube"}
+           "observation/state": np.zeros(policy.runtime.action_dim), "prompt": "pick up the red cube"}
     with PolicyServer(policy).thread() as st:
         remote = CloudPolicy(ClientConfig(uri=st.uri))
         try:

@@ -66,8 +66,8 @@ def test_infer_writes_the_callers_buffer_and_is_repeatable(tiny_bundle: Path, ba
 
 
 def test_a_staged_vla_bundle_runs_on_mnn_without_torch_or_lerobot(tiny_vla) -> None:
-    """The robot path of an imported SmolVLA/pi0 (kind "vla"): opened as vla_node's worker opens it, one chunk from
-    the bundle's own tokenizer and cameras, and neither torch nor LeRobot in the process."""
+    """The staged runtime an imported SmolVLA/pi0 runs on (kind "vla"), opened as vla_node's worker opens it: one
+    chunk from the bundle's own language table and cameras, and neither torch nor LeRobot in the process."""
     code = f"""
 import json, sys
 import numpy as np
@@ -76,8 +76,8 @@ rt = open_runtime("mnn", {str(tiny_vla[1])!r}, 1)
 z = lambda *s: np.zeros(s, np.float32)
 images = {{c.name: z(1, 3, c.height, c.width) + 0.5 for c in rt.cameras}}
 out = z(rt.horizon, rt.action_dim)
-rt.infer(images, z(1, rt.action_dim), rt.encode_instruction("pick up the cube")[None], z(1, rt.horizon, rt.action_dim),
-         0, z(1, rt.horizon, rt.action_dim), out)
+text = rt.encode_instruction("pick up the red cube")[None]
+rt.infer(images, z(1, rt.action_dim), text, z(1, rt.horizon, rt.action_dim), 0, z(1, rt.horizon, rt.action_dim), out)
 mods = [m for m in sys.modules if m.split(".")[0] in ("torch", "lerobot", "transformers")]
 print(json.dumps({{"imported": mods, "finite": bool(np.isfinite(out).all()), "moved": bool(np.abs(out).max() > 0)}}))
 """
