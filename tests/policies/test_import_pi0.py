@@ -122,6 +122,16 @@ def test_an_int8_variant_states_a_parity_that_holds_against_lerobot(reference: P
     assert stated < 80.0 and abs(measured - stated) <= 6.0, (stated, measured)
 
 
+def test_omni_vla_parity_rechecks_the_bundle_against_its_checkpoint(bundle: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "parity", "--bundle", str(bundle), "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report, recorded = json.loads(res.stdout), read_vla_manifest(bundle).source["parity_db"]
+    assert report["policy"] == read_vla_manifest(bundle).policy and set(report["end_to_end_snr_db"]) == set(recorded)
+    for backend, db in report["end_to_end_snr_db"].items():
+        assert db >= 40.0 and abs(db - recorded[backend]) < 1.0, (report, recorded)
+
+
 def test_the_state_reaches_the_chunk_and_pi05s_prompt(reference: Path, bundle: Path) -> None:
     """Another state moves the chunk (pi0: through its state token; pi0.5: through its prompt's bins, as its
     prefix ignores the state input)."""
