@@ -88,11 +88,25 @@ def _params_file(config_dir, executable, namespaced):
     return _kept_file(f"{executable}_", ".yaml", yaml.safe_dump(data))
 
 
+class _Quoted(str):
+    """A parameter value written single-quoted: rcl types an unquoted scalar itself (a directory named 1e3 or inf
+    would be read as a double), and the nodes' path and name parameters are strings."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Quoted, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", str(text),
+                                                                              style="'"))
+
+
 def _overrides_file(executable, params):
     """The launch arguments' values for one node as a kept parameter file: given as a dict, launch_ros would
     write a new temporary file at every launch and never remove it."""
+    values = {k: _Quoted(v) if isinstance(v, str) else v for k, v in params.items()}
     return _kept_file(f"{executable}_args_", ".yaml",
-                      yaml.safe_dump({f"/**/{executable}": {"ros__parameters": params}}))
+                      yaml.dump({f"/**/{executable}": {"ros__parameters": values}}, Dumper=_Dumper))
 
 
 def _kept_file(prefix, suffix, text):

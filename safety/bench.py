@@ -116,9 +116,10 @@ def _fuzz_one(k: int, rate: float, steps: int, chunk: int) -> dict[str, object]:
 
 
 def _commit() -> str:
-    """The checkout's commit (the oracle and the generator are read from its tests/): which code a result judged."""
+    """The checkout's commit, `-dirty` when changed (the oracle and the generator are read from its tests/): which
+    code a result judged."""
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+        done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).resolve().parent,
                               capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"

@@ -353,9 +353,14 @@ def _camera_key(text: str) -> tuple[str, str]:
 def build_policy(args: argparse.Namespace) -> Policy:
     """The policy named on the command line."""
     if args.policy == "oracle":
+        if args.camera_key:
+            raise UsageError("--camera-key applies to --policy bundle; the oracle reads the simulator's state")
         return ExpertOraclePolicy(horizon=args.horizon, privileged_key=args.privileged_key)
     if not args.bundle_dir:
         raise UsageError("--policy bundle needs --bundle-dir")
+    cameras = [camera for camera, _ in args.camera_key]
+    if len(set(cameras)) != len(cameras):
+        raise UsageError(f"--camera-key names a camera twice ({cameras}); expected one key per camera")
     keys = KeyMap(images=dict(args.camera_key)) if args.camera_key else None
     return BundlePolicy(args.bundle_dir, backend=args.backend, threads=args.threads, keys=keys)
 
@@ -383,8 +388,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backend", choices=LOOP_BACKENDS, default="mnn")
     p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--camera-key", type=_camera_key, action="append", default=[], metavar="CAMERA=KEY",
-                   help="bundle: the request key of one of its cameras (repeatable; default front=observation/image, "
-                        "wrist=observation/wrist_image)")
+                   help="bundle: the request key of one of its cameras (repeatable; default "
+                        f"{','.join(f'{c}={k}' for c, k in KeyMap().images.items())})")
     p.add_argument("--joint-limits", type=existing_file, default=robot.DEFAULT_LIMITS_FILE,
                    help="joint-limits file (YAML, URDF or MJCF); requests whose state is beyond it are refused")
     p.add_argument("--state-tolerance", type=non_negative_float, default=STATE_TOLERANCE,

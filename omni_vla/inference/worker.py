@@ -209,8 +209,10 @@ def _serve(
 
 
 HUNG_AFTER_WARM_CHUNKS = 3.0
-"""A request is hung after max(timeout_s, this many times the warm-up chunk's seconds): a policy that takes
-seconds per chunk on this machine (a full-size VLA) is not killed as hung at every request."""
+"""A request is hung after max(timeout_s, this many times the warm-up chunk's seconds, twice the slowest answer
+since), capped at max(timeout_s, startup_timeout_s): a policy that takes seconds per chunk on this machine (a
+full-size VLA) is not killed as hung at every request, and a hang is still caught within a bounded time."""
+HUNG_AFTER_SLOWEST = 2.0
 
 
 class ProcessInference:
@@ -228,7 +230,7 @@ class ProcessInference:
         self.backend = backend
         self.timeout_s = timeout_s
         self.warm_chunk_s = 0.0  # measured by the worker at start-up
-        self.hung_after_s = timeout_s  # max(timeout_s, HUNG_AFTER_WARM_CHUNKS * warm_chunk_s)
+        self.hung_after_s = timeout_s  # raised from the warm chunk and the answers (HUNG_AFTER_WARM_CHUNKS)
         self.startup_timeout_s = startup_timeout_s
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
@@ -253,6 +255,7 @@ class ProcessInference:
         self._instruction_error = ""
         self._last_failure = ""
         self._refused = False  # the last load failure was the bundle's or the machine's, not a runtime's bug
+        self._phase = "load"  # of the start-up: "load", then "warm-up" (each has startup_timeout_s)
         self.failures = 0
         self.restarts = 0
         self.last_infer_s = 0.0
@@ -356,6 +359,7 @@ class ProcessInference:
                 res.request_tick = self._req_tick  # type: ignore[union-attr]
                 res.latency_s = self._hdr[DONE_NS] * 1e-9 - self._submit_t  # type: ignore[union-attr]
                 self.last_infer_s = self._hdr[INFER_NS] * 1e-9
+                self._raise_hung_bound(HUNG_AFTER_SLOWEST * res.latency_s)  # type: ignore[union-attr]
                 return res
             if time.perf_counter() - self._submit_t > self.hung_after_s:
                 self._fail(f"hung: no result within {self.hung_after_s:g} s")
@@ -392,6 +396,7 @@ class ProcessInference:
         self._req, self._resp = req_w, resp_r
         self._state = "starting"
         self._refused = False
+        self._phase = "load"
         self._deadline = time.perf_counter() + self.startup_timeout_s
 
     def _advance_start(self, wait_s: float) -> None:
@@ -403,10 +408,11 @@ class ProcessInference:
                     self._fail(f"failed to load the runtime: {payload}")
                 elif kind == "meta":
                     self._attach(payload)
+                    self._phase = "warm-up"
                     self._deadline = time.perf_counter() + self.startup_timeout_s  # the warm-up's own budget
                 elif kind == "ready":
                     self.warm_chunk_s = float(payload)
-                    self.hung_after_s = max(self.timeout_s, HUNG_AFTER_WARM_CHUNKS * self.warm_chunk_s)
+                    self._raise_hung_bound(HUNG_AFTER_WARM_CHUNKS * self.warm_chunk_s, reset=True)
                     self._state = "ready"
                     self._reason = ""
                     if self._instruction is not None:
@@ -419,7 +425,12 @@ class ProcessInference:
         if not self._proc.is_alive():
             self._fail(f"exited during start-up (exit code {self._proc.exitcode})")
         elif time.perf_counter() > self._deadline:
-            self._fail(f"start-up exceeded {self.startup_timeout_s:g} s")
+            self._fail(f"start-up ({self._phase}) exceeded {self.startup_timeout_s:g} s")
+
+    def _raise_hung_bound(self, seconds: float, reset: bool = False) -> None:
+        """hung_after_s: at least timeout_s and `seconds`, at most max(timeout_s, startup_timeout_s)."""
+        floor = self.timeout_s if reset else self.hung_after_s
+        self.hung_after_s = min(max(floor, seconds), max(self.timeout_s, self.startup_timeout_s))
 
     def _attach(self, meta: dict[str, Any]) -> None:
         if self._shm is None:

@@ -111,10 +111,12 @@ def robot_module(backend: str) -> ModuleType:
         raise ValueError(f"unknown robot backend {backend!r}; expected one of {list(ROBOT_RUNTIMES)}")
     try:
         if importlib.util.find_spec(spec.library) is None:
-            raise ImportError(name=spec.library)
+            raise ModuleNotFoundError(name=spec.library)
         return importlib.import_module(spec.module)
-    except ImportError as exc:
-        raise BackendUnavailable(f"backend {backend!r} is not installed here (no module {exc.name or exc!s}): "
+    except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.split(".")[0] in ("omni_vla", "omni_vla_safety"):
+            raise  # the project's own module missing: a broken install, not a backend to install
+        raise BackendUnavailable(f"backend {backend!r} is not installed here (no module {exc.name}): "
                                  f"{spec.install}") from None
 
 

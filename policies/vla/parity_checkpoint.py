@@ -22,7 +22,7 @@ from omni_vla_policies.lerobot_smolvla import built, read_smolvla_checkpoint
 from omni_vla_policies.vla.parity_import import self_parity
 
 
-def reference_build(checkpoint: Path, tokenizer: Path, weights_sha256: str | None) -> Callable:
+def reference_build(checkpoint: Path, tokenizer: Path, weights_sha256: str) -> Callable:
     """A picklable callable building the float model from `checkpoint`; weights other than the ones the bundle was
     imported from are refused in one line (the figure would compare two different policies)."""
     kind = checkpoint_kind(checkpoint)
@@ -34,7 +34,7 @@ def reference_build(checkpoint: Path, tokenizer: Path, weights_sha256: str | Non
         make = partial(build_pi0, ck.arch, ck.weights)
     else:
         raise BundleError(f"{checkpoint}: a {kind} checkpoint, but the bundle is a staged VLA (SmolVLA, pi0, pi0.5)")
-    if weights_sha256 is not None and sha256_file(ck.weights) != weights_sha256:
+    if sha256_file(ck.weights) != weights_sha256:
         raise BundleError(f"{ck.weights}: not the weights this bundle was imported from (sha256 differs); "
                           "expected the checkpoint named in its manifest's source")
     return make
@@ -50,8 +50,14 @@ def run_vla_parity(bundle_dir: Path, seed: int = 0, checkpoint: Path | None = No
     if not (src / "config.json").is_file():
         raise BundleError(f"{bundle_dir}: the checkpoint it was imported from ({src}) is not there; expected "
                           "--checkpoint DIR naming where it is now")
-    build = reference_build(src, Path(bundle_dir) / "tokenizer.json", source.get("weights_sha256"))
+    if not source.get("weights_sha256"):
+        raise BundleError(f"{bundle_dir}: its manifest names no source.weights_sha256, so the checkpoint cannot be "
+                          "shown to be the one imported; expected a bundle written by `omni-vla import lerobot`")
+    build = reference_build(src, Path(bundle_dir) / "tokenizer.json", str(source["weights_sha256"]))
     backends = tuple(b for b in ROBOT_BACKENDS if all(b in s.artifacts for s in manifest.stages.values()))
+    if not backends:
+        raise BundleError(f"{bundle_dir}: no stage has programs for a robot runtime; expected one of "
+                          f"{', '.join(ROBOT_BACKENDS)}")
     with native_stdout_silenced():  # MNN prints to fd 1
         snr = self_parity(Path(bundle_dir), build, backends, seed)
     return {"bundle": str(bundle_dir), "policy": manifest.policy, "checkpoint": str(src), "seed": seed,

@@ -33,12 +33,12 @@ def test_relative_bundle_dir_resolves_under_the_cwd_first_then_the_share_directo
         resolve_bundle_dir("/nonexistent/bundle", cwd=cwd, share=share)
 
 
-def _check(run: dict[str, object], nodes: tuple[str, ...], backend: str = "mnn") -> None:
+def _check(run: dict[str, object], nodes: tuple[str, ...]) -> None:
     out, seen = str(run["out"]), run["seen"]
     tail = out[-4000:]
     assert {"active", "proposed", "safe_after_proposal"} <= set(seen), (
         f"graph not up in {BUDGET_S:g} s: {seen}; supervisor {run['safety'][:300]}\n{tail}")
-    assert f"configured: {backend} bundle " in out and "/share/omni_vla/bundles/reference" in out, tail
+    assert "configured: mnn bundle " in out and "/share/omni_vla/bundles/reference" in out, tail
     # The launch arguments reach the nodes through files kept under ROS_HOME, not a new temporary file per node
     # and launch that launch_ros would never remove.
     assert not [name for name in run["temp_files"] if name.startswith("launch_params_")], run["temp_files"]
@@ -58,12 +58,11 @@ def _check(run: dict[str, object], nodes: tuple[str, ...], backend: str = "mnn")
 @needs_launch
 @pytest.mark.slow
 def test_robot_launch_from_an_install_space_in_an_unrelated_directory(install: Path, tmp_path: Path) -> None:
-    """omni_vla.launch.py (no simulator: the test is the robot), in a namespace, with the default bundle on the
-    runtime the backend argument names (the node's default is MNN)."""
-    run = run_graph(install, tmp_path, "omni_vla.launch.py", True, "robot1", "backend:=executorch")
-    _check(run, ("vla_node", "safety_supervisor"), backend="executorch")
+    """omni_vla.launch.py (no simulator: the test is the robot), in a namespace, with the default bundle."""
+    run = run_graph(install, tmp_path, "omni_vla.launch.py", True, "robot1", "backend:=mnn")
+    _check(run, ("vla_node", "safety_supervisor"))
     seen = run["seen"]
-    print(f"\ncold start (ros2 launch, ExecuTorch): {seen['safe_after_proposal']:.2f} s from launch start to the first safe "
+    print(f"\ncold start (ros2 launch, MNN): {seen['safe_after_proposal']:.2f} s from launch start to the first safe "
           f"command after the policy's first proposal; " + json.dumps(seen))
 
 

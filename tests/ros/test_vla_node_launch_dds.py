@@ -49,12 +49,14 @@ def test_launching_again_reuses_the_files_instead_of_leaving_copies(launch_modul
 
 
 def test_launch_arguments_reach_a_node_as_strings_in_one_kept_file(launch_module, tmp_path: Path) -> None:
-    """A bundle directory named `123` or `true` stays a string (the node's parameter is one), as launch_ros's
+    """A bundle directory named `1e3` or `true` stays a string (the node's parameter is one), as launch_ros's
     ParameterValue(value_type=str) kept it."""
-    values = {"use_sim_time": False, "bundle_dir": "123", "backend": "true"}
+    values = {"use_sim_time": False, "bundle_dir": "1e3", "backend": "true", "joint_limits_file": "inf"}
     path = launch_module._overrides_file("vla_node", values)
     assert launch_module._overrides_file("vla_node", dict(values)) == path
     assert yaml.safe_load(Path(path).read_text()) == {"/**/vla_node": {"ros__parameters": values}}
+    text = Path(path).read_text()  # rcl types unquoted scalars itself: every string is quoted, the bool is not
+    assert "bundle_dir: '1e3'" in text and "joint_limits_file: 'inf'" in text and "use_sim_time: false" in text
     assert Path(path).parent == tmp_path / "ros_home" / "omni_vla"
 
 

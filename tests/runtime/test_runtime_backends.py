@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from omni_vla.backends import LOOP_BACKENDS
+from omni_vla.inference import client
+from omni_vla.runtime import registry
+from omni_vla.runtime.bundle import BundleError
 from omni_vla.runtime.executorch import ExecuTorchRuntime
 from omni_vla.runtime.mnn import MNNRuntime
 from omni_vla_policies.parity import snr_db
@@ -113,3 +118,21 @@ print(json.dumps({{"torch": "torch" in sys.modules, "finite": bool(np.isfinite(o
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"torch": False, "finite": True}
+
+
+def test_a_staged_bundle_runs_on_the_robot_backends_it_holds_and_refuses_eager_torch_in_one_line(
+        tiny_vla, tmp_path: Path) -> None:
+    _, bundle = tiny_vla
+    assert registry.runnable_backends(bundle) == ("executorch", "mnn")
+    reference = Path(__file__).resolve().parents[2] / "bundles" / "reference"
+    assert registry.runnable_backends(reference) == LOOP_BACKENDS  # eager PyTorch reruns its policy.pt
+    mnn_only = tmp_path / "mnn_only"
+    shutil.copytree(bundle, mnn_only)
+    raw = json.loads((mnn_only / "manifest.json").read_text())
+    raw["stages"]["finish"]["artifacts"].pop("executorch")
+    (mnn_only / "manifest.json").write_text(json.dumps(raw))
+    assert registry.runnable_backends(mnn_only) == ("mnn",)
+    with pytest.raises(BundleError) as exc:
+        client.open_runtime("torch", str(bundle), 1)
+    assert str(exc.value) == (f"{bundle}: a vla bundle runs on executorch or mnn; backend 'torch' reruns only the "
+                              "reference policy's checkpoint")
