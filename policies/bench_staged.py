@@ -1,6 +1,7 @@
 """`omni-vla bench runtime` on a staged VLA bundle (kind "vla": SmolVLA, pi0, pi0.5 imported from LeRobot): one whole
 chunk (vision per camera -> prefix -> N flow steps -> finish) through the robot's own StagedVLARuntime on each robot
-runtime the bundle holds, same seeded observation, interleaved in one process; median and p99 per thread count.
+runtime the bundle holds, and on onnxruntime (the baseline) when it holds the ONNX programs, same seeded
+observation, interleaved in one process; median and p99 per thread count.
 With few repetitions p99 is the slowest. Load seconds and this process's peak RSS after loading and running are
 reported too: a multi-GB bundle is as much about memory as speed.
 
@@ -13,15 +14,18 @@ from __future__ import annotations
 import gc
 import time
 from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
 
-from omni_vla.backends import ROBOT_BACKENDS
+from omni_vla.backends import ARTIFACT_OF, ROBOT_BACKENDS
+from omni_vla.runtime.chunk_manifest import ChunkStageSpec
 from omni_vla.runtime.registry import robot_module
 from omni_vla.runtime.vla import StagedVLARuntime, read_vla_manifest
 from omni_vla_policies.bench_runtime import peak_rss_kb, sgemm_gflops
 
 INSTRUCTION = "pick up the cube and place it in the bin"
+BASELINE = "onnxruntime"  # on the bundle's ONNX programs (listed when it was imported for MNN): the ratio's reference
 
 
 def observation(rt: StagedVLARuntime, seed: int = 0) -> tuple:
@@ -33,6 +37,29 @@ def observation(rt: StagedVLARuntime, seed: int = 0) -> tuple:
     table = rt.manifest.language.table  # a bundle without a tokenizer knows only its table's instructions
     text = INSTRUCTION if not table or INSTRUCTION in table else sorted(table)[0]
     return images, state, rt.encode_instruction(text)[None], noise
+
+
+def onnxruntime_program(path: Path, stage: ChunkStageSpec, inputs: Sequence[np.ndarray],
+                        num_threads: int) -> Callable[[], Sequence[np.ndarray]]:
+    """A stage's ONNX program on onnxruntime (the baseline, not a robot runtime): the LoadProgram contract of
+    StagedVLARuntime, so the baseline runs the same tokeniser, normalisation and Euler loop as the robot's."""
+    import onnxruntime as ort  # optional: extra "export"
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = num_threads, 1
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    names_in, names_out = [t.name for t in stage.inputs], [t.name for t in stage.outputs]
+
+    def run() -> Sequence[np.ndarray]:
+        return session.run(names_out, dict(zip(names_in, inputs)))
+
+    return run
+
+
+def _open(bundle: Path, backend: str, threads: int) -> StagedVLARuntime:
+    if backend == BASELINE:
+        return StagedVLARuntime(bundle, ARTIFACT_OF[BASELINE], onnxruntime_program, num_threads=threads)
+    return StagedVLARuntime(bundle, backend, robot_module(backend).load_program, num_threads=threads)
 
 
 def _stats(ms: list[float]) -> dict[str, float]:
@@ -70,13 +97,14 @@ def bench_staged(bundle: str | Path, threads: int, reps: int, warmup: int,
                  backends: tuple[str, ...] = ROBOT_BACKENDS, stages: bool = False) -> dict:
     bundle = Path(bundle)
     m = read_vla_manifest(bundle)
-    held = [b for b in backends if b in ROBOT_BACKENDS and all(b in s.artifacts for s in m.stages.values())]
-    skipped = {b: "not in the bundle" if b in ROBOT_BACKENDS else "not a robot runtime" for b in backends
+    runnable = (*ROBOT_BACKENDS, BASELINE)
+    held = [b for b in backends if b in runnable and all(ARTIFACT_OF[b] in s.artifacts for s in m.stages.values())]
+    skipped = {b: "not in the bundle" if b in runnable else "runs the reference kind only" for b in backends
                if b not in held}
     runtimes, load_s = {}, {}
     for b in held:
         t0 = time.perf_counter()
-        runtimes[b] = StagedVLARuntime(bundle, b, robot_module(b).load_program, num_threads=threads)
+        runtimes[b] = _open(bundle, b, threads)
         load_s[b] = round(time.perf_counter() - t0, 2)
     out = np.zeros((m.action.chunk_length, len(m.action.joint_names)), np.float32)
     times: dict[str, list[float]] = {b: [] for b in runtimes}

@@ -93,6 +93,19 @@ def test_parity_refuses_a_moved_checkpoint_or_other_weights_in_one_line(referenc
         res.stderr
 
 
+def test_the_runtime_benchmark_times_the_imported_bundle_against_onnxruntime_in_the_same_run(bundle: Path) -> None:
+    """The baseline of issue-size comparisons: the bundle's ONNX programs (there for MNN) through the same staged
+    runtime on onnxruntime, interleaved with the robot runtimes, stage by stage too."""
+    out = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--threads", "1", "--reps", "3", "--warmup", "1", "--stages", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [res] = json.loads(out.stdout)
+    assert set(res["backends"]) == set(res["stages"]["backends"]) == {"onnxruntime", "executorch", "mnn"}
+    for stats in res["backends"].values():
+        assert 0.0 < stats["median_ms"] <= stats["p99_ms"]
+
+
 def test_an_int8_variant_states_a_parity_that_holds_against_lerobot(reference: Path, tmp_path: Path) -> None:
     """The figure in the manifest is measured against the eager fp32 model; LeRobot's own pipeline on another
     observation must tell the same story (within 6 dB), so the stated figure is not a self-serving one."""
