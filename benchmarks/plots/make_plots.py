@@ -282,11 +282,12 @@ def plot_soak(d: dict, out: Path) -> None:
 
 def plot_soak_runs(d: dict, out: Path) -> None:
     """benchmarks/soak/run.py: several soaks of one bundle, a row each."""
-    fig, axes = plt.subplots(len(d["runs"]), 2, figsize=(13, 4.5 * len(d["runs"])), squeeze=False)
+    fig, axes = plt.subplots(len(d["runs"]), 2, figsize=(15, 5.5 * len(d["runs"])), squeeze=False)
     for row, (name, run) in zip(axes, d["runs"].items()):
         _soak_axes(row, run, name)
-    params = next(iter(d["runs"].values()))["params"]
-    fig.suptitle(" ".join(params[: len(params) // 2]) + "\n" + " ".join(params[len(params) // 2:]), fontsize=8)
+        params = run["params"]  # each run's own: the rows differ in rate and worker settings
+        row[1].set_xlabel("end of window (minutes)\n" + " ".join(params[: len(params) // 2]) + "\n"
+                          + " ".join(params[len(params) // 2:]), fontsize=7)
     _save(fig, out)
 
 
