@@ -31,7 +31,9 @@ from omni_vla.runtime.text import InstructionError, load_table
 from omni_vla.tools.errors import existing_bundle, existing_dir, positive_int
 from omni_vla_policies.dataset import FORMAT, _episode_files
 from omni_vla_policies.parity_chunk import run_chunk_parity
+from omni_vla_policies.snr import snr_db
 from omni_vla_policies.stdio import stdout_to_stderr
+from omni_vla_policies.vla.parity_checkpoint import run_vla_parity
 
 
 def observations(bundle_dir: Path, dataset: Path | None, n: int, seed: int) -> tuple[list[dict], str]:
@@ -85,15 +87,6 @@ def sample_steps(dataset: Path, n: int, horizon: int) -> list[tuple[dict[str, np
     return out
 
 
-def snr_db(ref: np.ndarray, got: np.ndarray) -> float:
-    """Signal-to-noise of `got` against `ref` in dB (inf when equal); shapes must match (no broadcasting)."""
-    if ref.shape != got.shape:
-        raise ValueError(f"shape {got.shape} compared with the reference's {ref.shape}")
-    err = float(np.sum((got.astype(np.float64) - ref.astype(np.float64)) ** 2))
-    sig = float(np.sum(ref.astype(np.float64) ** 2))
-    return float("inf") if err == 0 else 10.0 * float(np.log10(sig / err))
-
-
 def _stats(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
     return {"snr_db": round(snr_db(ref, got), 2), "max_abs": float(np.max(np.abs(got - ref)))}
 
@@ -106,7 +99,6 @@ def run_parity(bundle_dir: Path, dataset: Path | None = None, n: int = 100, seed
         if dataset is not None:
             raise ValueError(f"--dataset {dataset}: a staged VLA bundle is compared on one seeded observation (its "
                              "cameras and state are its own); expected no --dataset")
-        from omni_vla_policies.vla.parity_checkpoint import run_vla_parity  # the VLA models: only for this kind
         return run_vla_parity(bundle_dir, seed, checkpoint)
     if is_chunk_bundle(bundle_dir):
         steps = sample_steps(dataset, n, 1) if dataset is not None else None

@@ -23,6 +23,7 @@ from omni_vla.runtime.chunk import ChunkRuntime, read_chunk_manifest
 from omni_vla.runtime.chunk_manifest import CHUNK_STAGE, ChunkManifest
 from omni_vla_policies.act_model import ActInference
 from omni_vla_policies.lerobot_checkpoint import CheckpointError, read_act_checkpoint
+from omni_vla_policies.snr import snr_db
 
 RECORDED_CAMERAS = ("front", "wrist")  # what the HDF5 demos record (obs/<name>_rgb), at one size
 
@@ -144,11 +145,6 @@ def _runners(bundle: Path, m: ChunkManifest, threads: int,
     return runners, skipped, opened
 
 
-def _snr_db(ref: np.ndarray, got: np.ndarray) -> float:
-    err = float(np.sum((got.astype(np.float64) - ref) ** 2))
-    return float("inf") if err == 0 else 10.0 * float(np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / err))
-
-
 def run_chunk_parity(bundle_dir: str | Path, steps: list[tuple[dict[str, np.ndarray], str]] | None = None,
                      n: int = 100, seed: int = 0, threads: int = 1, checkpoint: Path | None = None,
                      source: str = "synthetic") -> dict:
@@ -184,6 +180,6 @@ def run_chunk_parity(bundle_dir: str | Path, steps: list[tuple[dict[str, np.ndar
                     "instruction_fallbacks": fallbacks, "skipped": skipped}
     for name, got in chunks.items():
         g = np.stack(got)
-        report[name] = {"snr_db": round(_snr_db(ref, g), 2), "max_abs": float(np.max(np.abs(g - ref))),
-                        "snr_db_delta": round(_snr_db(ref - base, g - base), 2)}
+        report[name] = {"snr_db": round(snr_db(ref, g), 2), "max_abs": float(np.max(np.abs(g - ref))),
+                        "snr_db_delta": round(snr_db(ref - base, g - base), 2)}
     return report

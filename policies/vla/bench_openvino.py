@@ -24,7 +24,7 @@ from omni_vla.backends import EAGER
 from omni_vla.runtime.openvino import plugin_properties
 from omni_vla_policies.vla.export_vla import build
 from omni_vla_policies.vla.model import stage_inputs, stage_modules
-from omni_vla_policies.parity import snr_db
+from omni_vla_policies.snr import snr_db
 from omni_vla_policies.vla.runners import executorch_stage, onnxruntime_stage, torch_stage
 from omni_vla_policies.vla.smolvla_config import SIZES
 

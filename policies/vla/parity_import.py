@@ -29,7 +29,7 @@ from omni_vla.runtime.vla import StagedVLARuntime
 from omni_vla.tools.outputs import native_stdout_silenced
 from omni_vla_policies.vla.model import STAGE_IO, SmolVLA
 from omni_vla_policies.vla.stages import stage_modules
-from omni_vla_policies.parity import snr_db
+from omni_vla_policies.snr import snr_db
 
 def open_vla(bundle: Path, backend: str, threads: int = 1) -> StagedVLARuntime:
     """The bundle on a robot runtime, its loader imported by name (ExecuTorch's imports torch)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omni_vla_policies.parity import snr_db
+from omni_vla_policies.snr import snr_db
 from omni_vla_policies.vla.export_vla import build
 from omni_vla_policies.vla.model import step_time
 from omni_vla_policies.vla.runners import BACKENDS, SUFFIX, StageFn, load_stage
