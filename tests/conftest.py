@@ -10,7 +10,6 @@ the test module it imports on sys.path.
 from __future__ import annotations
 
 import os
-import random
 import sys
 from pathlib import Path
 
@@ -18,8 +17,11 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-# One random DDS domain for this pytest process, so concurrent runs never cross-talk.
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+# A DDS domain of this pytest process's own (claimed machine-wide), so concurrent runs never cross-talk.
+if "ROS_DOMAIN_ID" not in os.environ:
+    from omni_vla.tools.domains import claim_domain
+
+    os.environ["ROS_DOMAIN_ID"] = str(claim_domain())
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # ExecuTorch lowerings served from a cache keyed by everything they depend on (policies/lowering_cache.py): most of
 # an import's time, and the same program whenever the graph, weights, delegate, versions and lowering code are.

@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -32,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
+
+from omni_vla.tools.domains import claim_domain
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_LAUNCH = REPO / ".." / "shared" / "ros2_launch" / "run_launch.py"
@@ -243,7 +244,7 @@ def launch_env(install: Path) -> tuple[dict[str, str], int, Path]:
     """The environment a shell with the install space sourced gives `ros2 launch` (on a fresh domain), the domain,
     and sim.launch.py in the install space."""
     site = next(install.glob("lib/python3*/site-packages"))
-    domain = random.randint(101, 230)
+    domain = claim_domain()
     env = {**os.environ, "AMENT_PREFIX_PATH": str(install), "PYTHONPATH": str(site), "ROS_DOMAIN_ID": str(domain),
            "PYTHONUNBUFFERED": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from trajectory_msgs.msg import JointTrajectory
 from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
+from omni_vla.tools.domains import claim_domain
 from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
 from omni_vla.tools.limits_oracle import check_commands, read_limits
 from omni_vla_safety.interrupt import ros_main, spin_until_stopped
@@ -250,7 +250,7 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
 
 def run_bench(args: argparse.Namespace, bundle: Path) -> dict[str, Any]:
     """Start the graph, let the probe measure, stop everything; the probe's figures plus exit codes."""
-    domain = args.domain or random.Random(time.time_ns() ^ os.getpid()).randint(101, 232)
+    domain = args.domain or claim_domain()
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain)}
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     specs = tuple(NodeSpec(s.executable, args.safety_module, s.params_file) if s.executable == "safety_supervisor"
@@ -318,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--startup-timeout", type=positive_float, default=120.0, help="seconds to wait for the first proposal")
     p.add_argument("--bundle", type=existing_bundle, default=REPO / "bundles" / "reference")
     p.add_argument("--backend", default="mnn", choices=ROBOT_BACKENDS)
-    p.add_argument("--domain", type=int, default=0, help="ROS_DOMAIN_ID (0: a random one per run)")
+    p.add_argument("--domain", type=int, default=0, help="ROS_DOMAIN_ID (0: one no other process here has claimed)")
     p.add_argument("--safety-module", default="omni_vla_safety.node",
                    help="module run as safety_supervisor (A/B comparisons of supervisor versions)")
     p.add_argument("--probe-priority", type=int, default=50,

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,9 @@ def test_message_published_is_received_over_fast_dds() -> None:
     from std_msgs.msg import String
 
     context = Context()
-    rclpy.init(context=context, domain_id=random.randint(101, 200))
+    from omni_vla.tools.domains import claim_domain
+
+    rclpy.init(context=context, domain_id=claim_domain())
     try:
         node = rclpy.create_node("foundation_probe", context=context)
         received: list[str] = []

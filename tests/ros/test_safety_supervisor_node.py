@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from std_msgs.msg import Bool, Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from omni_vla_safety.config import SupervisorConfig  # noqa: E402
+from rosutil import free_domain_id  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
@@ -42,7 +42,7 @@ DT = 1.0 / RATE_HZ
 TIMEOUT_S = 0.2
 DECEL = [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0, 4.0]  # config/joint_limits.yaml
 ACCEL = DECEL
-DOMAIN = random.randint(30, 200)
+DOMAIN = free_domain_id()
 
 PUBLISHER = textwrap.dedent("""
     import math, sys, rclpy

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import random
 import re
 import subprocess
 import sys
@@ -142,7 +141,7 @@ def test_unknown_joint_name_fails_configure_with_the_name(bundle: Path) -> None:
     names = "[" + ",".join(JOINTS[:-1] + ["panda_joint9"]) + "]"
     cmd = [sys.executable, "-m", "omni_vla.ros.node", "--ros-args", "-p", f"bundle_dir:={bundle}",
            "-p", "autostart:=true", "-p", f"joint_names:={names}"]
-    env = {**__import__("os").environ, "ROS_DOMAIN_ID": str(random.randint(101, 230))}
+    env = {**__import__("os").environ, "ROS_DOMAIN_ID": str(free_domain_id())}
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert res.returncode == 1
     assert "unknown joint names ['panda_joint9']" in res.stderr + res.stdout

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -15,7 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def free_domain_id() -> int:
-    return random.randint(101, 230)
+    """A domain no other process on this machine is using (concurrent CI runs, benchmarks)."""
+    from omni_vla.tools.domains import claim_domain
+
+    return claim_domain()
 
 
 @contextmanager
