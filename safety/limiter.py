@@ -460,8 +460,11 @@ class CommandLimiter:
                 lk, hk = hk, lk
             if lo < gap:
                 if hi < gap:
-                    if hi >= gap - 3.0 * ROUNDING * (1.0 + abs(v)):
-                        lo, lk = hi, JERK  # the window ends on the bound (rounding apart): ride it, as a stop does
+                    if hi >= gap - 3.0 * ROUNDING * (1.0 + abs(v)) or lo > 0.0:
+                        # The window ends on the bound (rounding apart), or short of it with rest out of reach
+                        # (turning to rest would break the jerk or deceleration limit): ride its top, nearest the
+                        # bound, as a stop does.
+                        lo, lk = hi, JERK
                     elif hi > 0.0:
                         hi = 0.0  # only the reversing side is left
                 elif lo > 0.0:

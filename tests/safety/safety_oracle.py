@@ -260,7 +260,10 @@ class Oracle:
             return self.q[i], v / dm, v * v / (2.0 * dm) + v * dt + EPS_Q
         a = min(a + 0.5 * jm * dt, self.amax[i])  # the least favourable acceleration at the period's end
         if a < 0.0 and v * 2.0 * jm < a * a:
-            self._flag("stop_unreachable", i, f"v {v:.6g}, a {a:.6g}: no jerk-limited stop avoids reversing")
+            # Beyond the no-reversal curve by more than the acceleration tolerance (finite differences of positions
+            # at 1 kHz carry ~1e-9 rad/s^2 alone; the reversal a 1e-4 excess implies is ~1e-11 rad/s).
+            if -a > math.sqrt(2.0 * jm * v) + EPS_A:
+                self._flag("stop_unreachable", i, f"v {v:.6g}, a {a:.6g}: no jerk-limited stop avoids reversing")
             a = -math.sqrt(2.0 * jm * v)
         phases = scurve_stop(v, a, jm, dm)
         time_bound = sum(t for _, t in phases)
