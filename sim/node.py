@@ -40,7 +40,8 @@ from omni_vla_sim.env import EnvConfig, PandaTaskEnv
 
 NODE_NAME = "sim_node"
 # A late tick steps the physics it owes (stamps stay on the wall clock, as observation age needs);
-# only a stall longer than this (a debugger, a suspended process) re-anchors the clock instead.
+# only a stall longer than this (a debugger, a suspended process, a loaded start-up) re-anchors the clock
+# instead: the physics skips the rest, and the stamps jump with the wall clock (without /clock).
 MAX_CATCH_UP_S = 0.5
 
 
@@ -102,6 +103,8 @@ class SimNode(Node):
         self._ticks = 0
         # A steady timer: the node drives the simulated clock, so it cannot wait on /clock itself.
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        for cam in ("front", "wrist"):  # the renderer's first frame (EGL set-up) before the clock starts
+            self.env.render(cam)
         self._t0 = time.monotonic()  # the physics clock starts now: stamps are this instant + simulated time
         self._epoch_ns = self.get_clock().now().nanoseconds if not self.sim_time_on else 0
         self.create_timer(1.0 / cfg.joint_state_hz, self._tick, clock=self._steady)
@@ -166,7 +169,12 @@ class SimNode(Node):
         limit = round(MAX_CATCH_UP_S / self.physics_dt)
         if due > limit:
             self.overruns += 1
-            self._t0 += (due - limit) * self.physics_dt
+            skipped = (due - limit) * self.physics_dt
+            self._t0 += skipped
+            if not self.sim_time_on:  # else the stamps are /clock's own time, which skips nothing
+                self._epoch_ns += round(skipped * 1e9)
+            self.get_logger().warning(f"physics {skipped + MAX_CATCH_UP_S:.2f} s behind the wall clock: "
+                                      f"{skipped:.2f} s skipped (overrun {self.overruns})")
             due = limit
         if due <= 0:
             return

@@ -50,3 +50,41 @@ def test_sim_node_publishes_sensors_and_follows_forward_position_commands() -> N
             ex.spin_once(timeout_sec=0.05)
         assert spin_until(ex, lambda: abs(joints[-1].position[0] - back[0]) < 0.02, 10), "the arm froze at the end"
         assert status[-1]["done"] and status[-1]["step"] == steps and not status[-1]["success"]
+
+
+def test_a_stalled_simulator_stamps_on_the_wall_clock_again_once_it_resumes() -> None:
+    """Suspended 2 s (as a loaded start-up can stall it), sim_node skips the physics it cannot catch up on; its
+    stamps must jump with the wall clock, or every consumer reads its joint states and images as stale for good."""
+    import os
+    import signal
+    import time
+
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import String
+
+    def lag(stamp) -> float:
+        return time.time() - (stamp.sec + stamp.nanosec * 1e-9)
+
+    domain = free_domain_id()
+    with node_process("omni_vla_sim.node", domain, REPO / "config" / "sim_node.yaml",
+                      {"image_size": 16}) as proc, ros_context(domain) as (node, ex):
+        joints: list[JointState] = []
+        images: list[Image] = []
+        status: list[dict] = []
+        node.create_subscription(JointState, "/joint_states", joints.append, qos_profile_sensor_data)
+        node.create_subscription(Image, "/camera/front/image_raw", images.append, qos_profile_sensor_data)
+        node.create_subscription(String, "/sim/status", lambda m: status.append(json.loads(m.data)), 10)
+        assert spin_until(ex, lambda: len(joints) > 20 and images, 60), proc.stdout.read() if proc.poll() else "no data"
+        assert lag(joints[-1].header.stamp) < 0.2
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(2.0)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        seen, shown = len(joints), len(images)
+        assert spin_until(ex, lambda: len(joints) > seen + 20 and len(images) > shown + 2, 10), "no data after resuming"
+        assert spin_until(ex, lambda: status and status[-1]["overruns"] >= 1, 5), status[-1:]
+        ex.spin_once(timeout_sec=0.0)
+        assert lag(joints[-1].header.stamp) < 0.2, f"joint states stamped {lag(joints[-1].header.stamp):.2f} s late"
+        assert lag(images[-1].header.stamp) < 0.3, f"images stamped {lag(images[-1].header.stamp):.2f} s late"
