@@ -347,6 +347,28 @@ def test_a_jerk_window_short_of_the_no_reversal_bound_with_rest_out_of_reach_rid
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("below, rides", [(2.99, True), (4.0, False)])
+def test_a_jerk_window_reaching_rest_rides_the_no_reversal_bound_only_where_it_ends_on_it(sign: float, below: float,
+                                                                                          rides: bool) -> None:
+    """A window from below rest (v = 0.005, a = -8 set by hand) to 3e-12 (relative) under the bound: within rounding
+    of it, the command rides the bound (stoppable, as a stop does); further below, only the reversing side is left,
+    and the target ahead (far beyond) does not change that."""
+    lim = joint(J2, start=0.2)
+    dt, j = lim.dt, lim.jerk[0]
+    v = 0.005
+    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
+    top = bound + 1e-12 * (1.0 + v) - below * 1e-12 * (1.0 + v)
+    chk = moving_with(lim, sign * v, sign * (top - v - j * dt * dt) / dt)
+    assert v - lim.dec[0] * dt < 0.0  # rest is within reach this tick
+    chk(lim.limit([sign * 1.5], None))
+    if rides:
+        assert sign * lim.v[0] == pytest.approx(top, abs=1e-13)
+    else:
+        assert sign * lim.v[0] <= 0.0
+    chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_a_joint_already_reversing_within_its_jerk_window_keeps_going_back(sign: float) -> None:
     """Braking so hard (set by hand) that the whole jerk window lies below rest: the command stays in it, turning
     back at once, rather than being held at rest with a jerk beyond the limit."""
