@@ -347,7 +347,7 @@ def test_a_jerk_window_short_of_the_no_reversal_bound_with_rest_out_of_reach_rid
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-@pytest.mark.parametrize("below, rides", [(2.99, True), (4.0, False)])
+@pytest.mark.parametrize("below, rides", [(2.99, True), (3.5, False), (100.0, False)])
 def test_a_jerk_window_reaching_rest_rides_the_no_reversal_bound_only_where_it_ends_on_it(sign: float, below: float,
                                                                                           rides: bool) -> None:
     """A window from below rest (v = 0.005, a = -8 set by hand) to 3e-12 (relative) under the bound: within rounding
