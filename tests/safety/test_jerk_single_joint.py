@@ -369,6 +369,21 @@ def test_a_jerk_window_reaching_rest_rides_the_no_reversal_bound_only_where_it_e
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_jerk_window_whose_lower_end_is_exactly_rest_turns_to_rest(sign: float) -> None:
+    """v = A dt: braking at the limit lands exactly at rest, the window's top half the no-reversal bound (a = -10.3
+    set by hand). Rest is in reach, so the command goes there, not to a velocity no stop can take without reversing."""
+    lim = joint(J2, start=0.2)
+    dt, j = lim.dt, lim.jerk[0]
+    v = lim.acc[0] * dt
+    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
+    chk = moving_with(lim, sign * v, sign * (0.5 * bound - v - j * dt * dt) / dt)
+    assert v - lim.acc[0] * dt == 0.0
+    chk(lim.limit([sign * 1.5], None))
+    assert lim.v[0] == 0.0, lim.v[0]
+    chk.stop(2000)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_a_joint_already_reversing_within_its_jerk_window_keeps_going_back(sign: float) -> None:
     """Braking so hard (set by hand) that the whole jerk window lies below rest: the command stays in it, turning
     back at once, rather than being held at rest with a jerk beyond the limit."""
