@@ -156,12 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fuzz < 0 or args.fuzz_episode < 1 or args.jobs < 1:
         parser.error("--fuzz must be >= 0, --fuzz-episode >= 1 and --jobs >= 1")
     if args.fuzz:
+        commit = _commit()  # at the start: the code the runs load, not what the checkout holds when they end
         try:
             result = fuzz(args.fuzz, args.fuzz_episode, (100.0, 1000.0), args.jobs)
         except (FileNotFoundError, ImportError) as exc:
             print(f"omni-vla bench safety --fuzz: {exc}", file=sys.stderr)
             return 2
-        result.update(python=platform.python_version(), machine=platform.machine(), commit=_commit())
+        result.update(python=platform.python_version(), machine=platform.machine(), commit=commit)
         print(json.dumps(result) if args.json else json.dumps(result, indent=1))
         return 1 if result["total_violations"] else 0
     if args.repetitions < 100:
