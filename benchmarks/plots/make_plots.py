@@ -236,7 +236,8 @@ def plot_shutdown(d: dict, out: Path) -> None:
                 xs = [r["exit_s"][name] for r in data["runs"] if name in r["exit_s"]]
                 ys = [i + (k - 1) * 0.22] * len(xs)
                 ax.scatter(xs, ys, s=10, alpha=0.6, color=colors.get(stop),
-                           label=f"{stop}: {s['ok']}/{s['runs']} clean, max {s['max_exit_s']:.2f} s" if i == 0 else None)
+                           label=f"{stop}: {s['ok']}/{s['runs']} clean, max {s['max_exit_s']:.2f} s"
+                           + (f", graph up {s['graph_up']}/{s['runs']}" if "graph_up" in s else "") if i == 0 else None)
         ax.axvline(report["budget_s"], color="red", ls="--", lw=1)
         ax.set_yticks(range(len(names)), names, fontsize=7)
         ax.set_xlabel("s from the stop signal until the process is gone")

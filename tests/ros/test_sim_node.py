@@ -2,25 +2,34 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 from rosutil import REPO, free_domain_id, node_process, ros_context, spin_until
 
 
-def test_sim_node_publishes_sensors_and_follows_forward_position_commands() -> None:
+def _listen(node: Any) -> tuple[list, list, list[dict]]:
+    """sim_node's joint states, front images and status, as they arrive."""
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import Float64MultiArray, String
+    from std_msgs.msg import String
+
+    joints: list[JointState] = []
+    images: list[Image] = []
+    status: list[dict] = []
+    node.create_subscription(JointState, "/joint_states", joints.append, qos_profile_sensor_data)
+    node.create_subscription(Image, "/camera/front/image_raw", images.append, qos_profile_sensor_data)
+    node.create_subscription(String, "/sim/status", lambda m: status.append(json.loads(m.data)), 10)
+    return joints, images, status
+
+
+def test_sim_node_publishes_sensors_and_follows_forward_position_commands() -> None:
+    from std_msgs.msg import Float64MultiArray
 
     domain = free_domain_id()
     with node_process("omni_vla_sim.node", domain, REPO / "config" / "sim_node.yaml",
                       {"image_size": 64}) as proc, ros_context(domain) as (node, ex):
-        joints: list[JointState] = []
-        images: list[Image] = []
-        status: list[dict] = []
-        node.create_subscription(JointState, "/joint_states", joints.append, qos_profile_sensor_data)
-        node.create_subscription(Image, "/camera/front/image_raw", images.append, qos_profile_sensor_data)
-        node.create_subscription(String, "/sim/status", lambda m: status.append(json.loads(m.data)), 10)
+        joints, images, status = _listen(node)
         cmd_pub = node.create_publisher(Float64MultiArray, "/forward_position_controller/commands", 10)
         assert spin_until(ex, lambda: joints and images, 60), proc.stdout.read() if proc.poll() else "no data"
         js = joints[-1]
@@ -59,22 +68,13 @@ def test_a_stalled_simulator_stamps_on_the_wall_clock_again_once_it_resumes() ->
     import signal
     import time
 
-    from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import String
-
     def lag(stamp) -> float:
         return time.time() - (stamp.sec + stamp.nanosec * 1e-9)
 
     domain = free_domain_id()
     with node_process("omni_vla_sim.node", domain, REPO / "config" / "sim_node.yaml",
                       {"image_size": 16}) as proc, ros_context(domain) as (node, ex):
-        joints: list[JointState] = []
-        images: list[Image] = []
-        status: list[dict] = []
-        node.create_subscription(JointState, "/joint_states", joints.append, qos_profile_sensor_data)
-        node.create_subscription(Image, "/camera/front/image_raw", images.append, qos_profile_sensor_data)
-        node.create_subscription(String, "/sim/status", lambda m: status.append(json.loads(m.data)), 10)
+        joints, images, status = _listen(node)
         assert spin_until(ex, lambda: len(joints) > 20 and images, 60), proc.stdout.read() if proc.poll() else "no data"
         assert lag(joints[-1].header.stamp) < 0.2
         os.kill(proc.pid, signal.SIGSTOP)

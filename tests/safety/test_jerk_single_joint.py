@@ -270,6 +270,17 @@ def test_tracking_a_reference_that_runs_past_the_range_end_brakes_onto_the_end(s
     assert lim.q[0] == pytest.approx(sign * lim.hi[0], abs=1e-6) and lim.v[0] == 0.0
 
 
+def no_reversal_bound(lim: CommandLimiter, v: float) -> float:
+    """The least forward velocity after this tick from which the jerk-limited stop needs no reversal."""
+    return (math.sqrt(v) - math.sqrt(0.5 * lim.jerk[0] * lim.dt ** 2)) ** 2
+
+
+def window_topped_at(lim: CommandLimiter, sign: float, v: float, top: float) -> Check:
+    """A joint moving at sign * v, its acceleration set by hand so that its jerk window's top is sign * top."""
+    dt = lim.dt
+    return moving_with(lim, sign * v, sign * (top - v - lim.jerk[0] * dt * dt) / dt)
+
+
 def moving_with(lim: CommandLimiter, v: float, a: float) -> Check:
     """A joint set moving at v with acceleration a, and a checker that knows it."""
     lim.v[0], lim.a[0] = v, a
@@ -335,12 +346,10 @@ def test_a_jerk_window_short_of_the_no_reversal_bound_with_rest_out_of_reach_rid
     the top, nearest the bound, within the jerk and deceleration limits, and the stop after it keeps every limit.
     Turning to rest instead needs a deceleration of 10 against 7.5 (what the fuzz found on the UR5e)."""
     lim = joint(J2, start=0.2)
-    dt, j = lim.dt, lim.jerk[0]
     v = 0.01
-    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
-    top = bound + 1e-12 * (1.0 + v) - below * 1e-12 * (1.0 + v)
-    chk = moving_with(lim, sign * v, sign * (top - v - j * dt * dt) / dt)
-    assert v - lim.dec[0] * dt > 0.0  # rest is out of reach this tick
+    top = no_reversal_bound(lim, v) + (1.0 - below) * 1e-12 * (1.0 + v)
+    chk = window_topped_at(lim, sign, v, top)
+    assert v - lim.dec[0] * lim.dt > 0.0  # rest is out of reach this tick
     chk(lim.limit([sign * 1.5], None))
     assert sign * lim.v[0] == pytest.approx(top, abs=1e-13)
     chk.stop(2000)
@@ -354,12 +363,10 @@ def test_a_jerk_window_reaching_rest_rides_the_no_reversal_bound_only_where_it_e
     of it, the command rides the bound (stoppable, as a stop does); further below, only the reversing side is left,
     and the target ahead (far beyond) does not change that."""
     lim = joint(J2, start=0.2)
-    dt, j = lim.dt, lim.jerk[0]
     v = 0.005
-    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
-    top = bound + 1e-12 * (1.0 + v) - below * 1e-12 * (1.0 + v)
-    chk = moving_with(lim, sign * v, sign * (top - v - j * dt * dt) / dt)
-    assert v - lim.dec[0] * dt < 0.0  # rest is within reach this tick
+    top = no_reversal_bound(lim, v) + (1.0 - below) * 1e-12 * (1.0 + v)
+    chk = window_topped_at(lim, sign, v, top)
+    assert v - lim.dec[0] * lim.dt < 0.0  # rest is within reach this tick
     chk(lim.limit([sign * 1.5], None))
     if rides:
         assert sign * lim.v[0] == pytest.approx(top, abs=1e-13)
@@ -373,11 +380,9 @@ def test_a_jerk_window_whose_lower_end_is_exactly_rest_turns_to_rest(sign: float
     """v = A dt: braking at the limit lands exactly at rest, the window's top half the no-reversal bound (a = -10.3
     set by hand). Rest is in reach, so the command goes there, not to a velocity no stop can take without reversing."""
     lim = joint(J2, start=0.2)
-    dt, j = lim.dt, lim.jerk[0]
-    v = lim.acc[0] * dt
-    bound = (math.sqrt(v) - math.sqrt(0.5 * j * dt * dt)) ** 2
-    chk = moving_with(lim, sign * v, sign * (0.5 * bound - v - j * dt * dt) / dt)
-    assert v - lim.acc[0] * dt == 0.0
+    v = lim.acc[0] * lim.dt
+    chk = window_topped_at(lim, sign, v, 0.5 * no_reversal_bound(lim, v))
+    assert v - lim.acc[0] * lim.dt == 0.0
     chk(lim.limit([sign * 1.5], None))
     assert lim.v[0] == 0.0, lim.v[0]
     chk.stop(2000)
