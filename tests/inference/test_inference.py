@@ -187,6 +187,25 @@ def test_a_policy_slower_than_the_timeout_is_timed_at_start_up_and_not_killed_as
         client.close()
 
 
+def test_a_slow_answer_raises_the_hung_bound_so_a_slower_one_after_it_is_not_killed() -> None:
+    """Warm chunk 0.3 s: hung after 0.9 s. An answer of 0.6 s raises that to twice it (1.2 s), so the next one, 1.05 s
+    (beyond the warm chunk's bound), is answered, not killed."""
+    client = _worker("toy:latency=0.3,mode=slowing", timeout_s=0.1)
+    try:
+        assert client.hung_after_s == pytest.approx(3 * client.warm_chunk_s)
+        first = client.hung_after_s
+        client.submit(0, 0, 0.0)
+        res = _wait_result(client)
+        assert res is not None and client.healthy
+        assert client.hung_after_s == pytest.approx(2 * res.latency_s) and client.hung_after_s > first
+        client.submit(1, 0, 0.0)
+        res = _wait_result(client)
+        assert res is not None and client.healthy and client.failures == 0, client.reason
+        assert res.latency_s > first, "the second answer must be slower than the warm chunk's bound"
+    finally:
+        client.close()
+
+
 def test_a_slow_policy_that_hangs_is_still_killed_within_three_warm_chunks_and_the_start_up_budget() -> None:
     client = _worker("toy:latency=0.3,mode=hang", timeout_s=0.1, startup_timeout_s=30.0)
     try:

@@ -49,7 +49,9 @@ class ToyRuntime:
             time.sleep(3600)
         if self.mode == "crash_on_infer" and self.calls > 2:  # after the two warm-up calls
             os._exit(3)
-        if self.latency_s:
+        if self.mode == "slowing" and self.calls > 2:  # answers after the warm-up: 2x, then 3.5x the warm chunk
+            time.sleep(self.latency_s * (2.0 if self.calls == 3 else 3.5))
+        elif self.latency_s:
             time.sleep(self.latency_s)
         if self.record:
             self.requests.append((prefix[0, :prefix_len].copy(), state[0].copy()))
