@@ -2,8 +2,9 @@
 
 The robot's own driver must provide the cameras, /joint_states and a forward position controller.
 
-    ros2 launch omni_vla omni_vla.launch.py [bundle_dir:=DIR] [backend:=mnn|executorch] [config_dir:=DIR]
-        [namespace:=NS] [use_sim_time:=true|false] [joint_limits_file:=FILE] [joint_limits_overlay:=FILE]
+    ros2 launch omni_vla omni_vla.launch.py [bundle_dir:=DIR] [backend:=mnn|executorch] [rate_hz:=HZ]
+        [config_dir:=DIR] [namespace:=NS] [use_sim_time:=true|false] [joint_limits_file:=FILE]
+        [joint_limits_overlay:=FILE]
 
 The nodes come from omni_vla/ros/graph.py (ROBOT_NODES), the table `omni-vla demo` starts too.
 sim.launch.py includes this file and adds sim_node.
@@ -19,7 +20,7 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
-from omni_vla.ros.graph import JOINT_LIMITS_FILE, JOINT_LIMITS_NODES, ROBOT_NODES
+from omni_vla.ros.graph import COMMAND_TIMEOUT_PERIODS, JOINT_LIMITS_FILE, JOINT_LIMITS_NODES, ROBOT_NODES, rate_overrides
 
 # Fast DDS (Jazzy's default RMW) announces a new participant 5 times in its first 0.5 s, then every 3 s.
 # Measured on the 2-core development machine, vla_node started next to a node that had just started:
@@ -56,6 +57,8 @@ ARGUMENTS = (
      "(the shipped one is bundles/reference); empty: the node's parameter file, else its default"),
     ("backend", "", "runtime of vla_node: mnn or executorch (checked at configure); empty: the node's parameter "
      "file, else its default"),
+    ("rate_hz", "", f"vla_node's control rate (Hz; 0: the bundle's); the supervisor's command_timeout_s is raised "
+     f"to {COMMAND_TIMEOUT_PERIODS:g} of its periods where its file asks for less; empty: the parameter files' values"),
     ("joint_limits_file", PathJoinSubstitution([LaunchConfiguration("config_dir"), JOINT_LIMITS_FILE]),
      "the robot's joint limits (ros2_control joint_limits format) for safety_supervisor (and sim_node); vla_node "
      "refuses at configure a bundle with a joint that has no limits there"),
@@ -149,12 +152,14 @@ def node_actions(context, specs):
         raise ValueError(f"use_sim_time:={arg['use_sim_time']!r}: expected true or false")
     namespace = arg["namespace"]
     namespaced = bool(namespace.strip("/") or (context.launch_configurations.get("ros_namespace") or "").strip("/"))
+    rated = rate_overrides(arg["rate_hz"], _params_file(arg["config_dir"], "safety_supervisor", False))
     actions = []
     env = dds_environment()
     for spec in specs:
         params = {"use_sim_time": sim_time == "true"}
         params.update({name: str(arg[name]) for name, nodes in OVERRIDES.items()
                        if spec.executable in nodes and arg[name]})
+        params.update(rated.get(spec.executable, {}))
         actions.append(Node(package="omni_vla", executable=spec.executable, name=spec.executable,
                             namespace=namespace, output="screen", additional_env=env,
                             parameters=[_params_file(arg["config_dir"], spec.executable, namespaced),

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 NODE_NAME = "safety_supervisor"
 PACKAGE = "omni_vla"
 DEFAULT_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1"]
+MAX_TIMEOUT_S = 10.0  # the longest command or joint-state timeout: beyond it a stale stream is no longer a stall
 
 
 class SupervisorConfig(BaseModel):
@@ -32,9 +33,9 @@ class SupervisorConfig(BaseModel):
     # decelerations (7.5 rad/s^2 * 10 ms = 0.075 rad/s per step) and cheap (bench: tens of us per step).
     rate_hz: float = Field(100.0, gt=0.0, le=1000.0, description="command rate of the limiter (Hz)")
     command_timeout_s: float = Field(
-        0.2, gt=0.0, le=10.0, description="no proposal for this long: controlled stop, then hold (s)")
+        0.2, gt=0.0, le=MAX_TIMEOUT_S, description="no proposal for this long: controlled stop, then hold (s)")
     joint_state_timeout_s: float = Field(
-        0.1, gt=0.0, le=10.0, description="no joint state for this long: controlled stop, then hold (s)")
+        0.1, gt=0.0, le=MAX_TIMEOUT_S, description="no joint state for this long: controlled stop, then hold (s)")
     max_future_stamp_s: float = Field(
         0.05, ge=0.0, le=1.0, description="proposals stamped further ahead than this are refused (s)")
     target_horizon_s: float = Field(

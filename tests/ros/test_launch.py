@@ -5,9 +5,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
-from omni_vla.ros.graph import ROBOT_NODES, SIM_NODES, config_dir
+from omni_vla.ros.graph import ROBOT_NODES, SIM_NODES, config_dir, rate_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,3 +57,29 @@ def test_bringup_starts_and_stops_the_graph_cleanly(tmp_path: Path) -> None:
         assert g.dead() == [], [(tmp_path / f"{n}.log").read_text()[-2000:] for n in g.dead()]
     codes = {n: p.returncode for n, p in g.procs.items()}
     assert all(c == 0 for c in codes.values()), codes
+
+
+def test_a_launch_rate_sets_vla_nodes_rate_and_raises_the_supervisors_command_timeout_to_four_periods(
+        tmp_path: Path) -> None:
+    file = tmp_path / "safety_supervisor.yaml"
+    file.write_text("safety_supervisor:\n  ros__parameters:\n    command_timeout_s: 0.2\n")
+    assert rate_overrides("", file) == {}
+    assert rate_overrides("0", file) == {"vla_node": {"rate_hz": 0.0}}, "0: the bundle's rate, timeout unknown"
+    assert rate_overrides(" 2 ", file) == {"vla_node": {"rate_hz": 2.0}, "safety_supervisor": {"command_timeout_s": 2.0}}
+    assert rate_overrides("0.4", file)["safety_supervisor"] == {"command_timeout_s": 10.0}
+    assert rate_overrides("50", file) == {"vla_node": {"rate_hz": 50.0}}, "never lowered below the file's 0.2 s"
+    file.write_text("safety_supervisor:\n  ros__parameters:\n    command_timeout_s: 5.0\n")
+    assert rate_overrides("1", file) == {"vla_node": {"rate_hz": 1.0}}
+    assert rate_overrides("0.5", file)["safety_supervisor"] == {"command_timeout_s": 8.0}
+    file.write_text("safety_supervisor:\n  ros__parameters:\n    rate_hz: 100.0\n")
+    assert rate_overrides("10", file)["safety_supervisor"] == {"command_timeout_s": 0.4}, "the default 0.2 s"
+
+
+@pytest.mark.parametrize("text", ["fast", "-1", "0.39", "1001", "inf", "nan"])
+def test_a_launch_rate_the_supervisor_cannot_follow_is_refused_in_one_line(text: str, tmp_path: Path) -> None:
+    file = tmp_path / "safety_supervisor.yaml"
+    file.write_text("safety_supervisor:\n  ros__parameters:\n    command_timeout_s: 0.2\n")
+    with pytest.raises(ValueError) as err:
+        rate_overrides(text, file)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"rate_hz:={text!r}: expected 0 (the bundle's rate) or 0.4 to 1000 Hz")

@@ -69,9 +69,14 @@ def test_robot_launch_from_an_install_space_in_an_unrelated_directory(install: P
 @needs_launch
 @pytest.mark.slow
 def test_sim_launch_from_an_install_space_in_an_unrelated_directory(install: Path, tmp_path: Path) -> None:
-    """sim.launch.py: sim_node is the robot; the limits file comes from the joint_limits_file argument."""
+    """sim.launch.py: sim_node is the robot; the limits file comes from the joint_limits_file argument. At a slow
+    policy's rate (rate_hz:=2, a proposal every 0.5 s) the one argument also raises the supervisor's command timeout
+    (0.2 s in its file) to four periods, so the arm follows instead of stopping between proposals."""
     limits = install / "share" / "omni_vla" / "config" / "joint_limits.yaml"
-    run = run_graph(install, tmp_path, "sim.launch.py", False, "", f"joint_limits_file:={limits}")
+    run = run_graph(install, tmp_path, "sim.launch.py", False, "", f"joint_limits_file:={limits}", "rate_hz:=2")
     _check(run, ("sim_node", "vla_node", "safety_supervisor"))
-    assert f"limits from {limits}" in str(run["out"])
+    out = str(run["out"])
+    assert f"limits from {limits}" in out
+    assert ", 2 Hz, strategy" in out and "command timeout 2.0 s" in out, out[-3000:]
+    assert "watchdog_command" not in out, out[-3000:]
     print(f"\nsim graph up (ros2 launch, MNN): {run['seen']}")
