@@ -46,7 +46,8 @@ empty: jerk never has to give way to position, velocity or the stop. A stop ride
 sqrt(v') = sqrt(v) - dt sqrt(J / 2) and lands at rest from v <= J dt^2 (holding then needs a jerk
 of at most v / dt^2). In exact arithmetic all of this is exact; in floating point, moving joints
 keep ROUNDING (1e-12, relative) inside the no-reversal bound (or ride it where the jerk window ends on it
-within rounding, as a stop does), and bounds that meet within 1e-9
+within rounding, as a stop does; a window wholly short of it with rest out of reach rides its top, the velocity
+nearest it, rather than break the jerk or deceleration limit: docs/decisions/0018), and bounds that meet within 1e-9
 (relative) count as met; a jerk of 1e-9 / dt^2 (1e-3 rad/s^3 at 1 kHz) is the remaining tolerance.
 The stop of a state never produced here (set by hand, or rounding beyond that) still never
 reverses and never leaves the range: the jerk then gives way, reported as `jerk_yielded`.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from omni_vla.ros.graph import config_dir
 from omni_vla.runtime.registry import read_any_manifest
 from omni_vla.runtime.bundle import BundleManifest
 from omni_vla.tools.bringup import Bringup
+from omni_vla.tools.domains import claim_domain
 from omni_vla.tools.errors import UsageError, existing_bundle, positive_int
 from omni_vla_sim.report import LOOP_FIGURES, EpisodeResult, smoothness, summarise, write_report
 from omni_vla_sim.showcase import main as showcase
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(f"--bundle {args.bundle}: not a policy bundle (no manifest.json); "
                          "pass an exported bundle, or --expert for the scripted experts")
     check_chunk_length(args.bundle)
-    domain = random.randint(1, 100)
+    domain = claim_domain()
     overrides = {
         "vla_node": {"bundle_dir": str(args.bundle.resolve()), "backend": args.backend, "autostart": True},
     }

@@ -174,7 +174,7 @@ class SimNode(Node):
             if not self.sim_time_on:  # else the stamps are /clock's own time, which skips nothing
                 self._epoch_ns += round(skipped * 1e9)
             self.get_logger().warning(f"physics {skipped + MAX_CATCH_UP_S:.2f} s behind the wall clock: "
-                                      f"{skipped:.2f} s skipped (overrun {self.overruns})")
+                                      f"{skipped:.2f} s skipped (overrun {self.overruns})", throttle_duration_sec=1.0)
             due = limit
         if due <= 0:
             return

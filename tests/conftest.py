@@ -10,6 +10,7 @@ the test module it imports on sys.path.
 from __future__ import annotations
 
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -17,11 +18,16 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-# A DDS domain of this pytest process's own (claimed machine-wide), so concurrent runs never cross-talk.
+# A DDS domain claimed machine-wide for this pytest run (xdist workers inherit the controller's), so concurrent runs
+# never cross-talk; tests that start graphs claim their own (tests/support/rosutil.free_domain_id).
 if "ROS_DOMAIN_ID" not in os.environ:
-    from omni_vla.tools.domains import claim_domain
+    from omni_vla.tools.domains import FIRST, LAST, claim_domain
 
-    os.environ["ROS_DOMAIN_ID"] = str(claim_domain())
+    try:
+        os.environ["ROS_DOMAIN_ID"] = str(claim_domain(pin=True))
+    except OSError as exc:  # no lock directory (a read-only /tmp): unclaimed, as before claims existed
+        print(f"conftest: DDS domain unclaimed ({exc})", file=sys.stderr)
+        os.environ["ROS_DOMAIN_ID"] = str(random.randint(FIRST, LAST))
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # ExecuTorch lowerings served from a cache keyed by everything they depend on (policies/lowering_cache.py): most of
 # an import's time, and the same program whenever the graph, weights, delegate, versions and lowering code are.

@@ -8,31 +8,56 @@ import random
 from pathlib import Path
 
 FIRST, LAST = 101, 232  # 232 is the last domain Fast DDS's default port mapping allows; below 101 left to users
-KEEP = 16  # claims one process holds at once; its oldest is released past this (its graph has long stopped)
+KEEP = 16  # unpinned claims one process holds at once; its oldest is released past this (its graph has long stopped)
 LOCK_DIR = Path("/tmp/omni_vla-dds-domains")  # not $TMPDIR: every run on the machine must see the same locks
 
-_held: list[tuple[int, int]] = []  # (domain, open lock file descriptor), oldest first
+_held: list[tuple[int, int]] = []  # (domain, open lock file descriptor) of unpinned claims, oldest first
+_pinned: list[tuple[int, int]] = []  # claims held until the process ends (a session's or a module's domain)
 
 
 class NoFreeDomain(RuntimeError):
     """Every domain in FIRST..LAST is held by some process on this machine."""
 
 
-def claim_domain(rng: random.Random | None = None) -> int:
-    """A domain id no other live process on this machine has claimed; held (an flock) until this process ends
-    or makes KEEP newer claims. A crashed holder's lock goes with it, so nothing stale is left to clean."""
+def _lock(domain: int) -> int | None:
+    """An flock on the domain's file, or None when another process holds it (or the file cannot be opened)."""
+    path = LOCK_DIR / f"{domain}.lock"
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+    except PermissionError:  # another user's lock file: a read-only descriptor locks as well
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def claim_domain(rng: random.Random | None = None, pin: bool = False) -> int:
+    """A domain id no other live process on this machine has claimed, held (an flock) until this process ends or,
+    unpinned, makes KEEP newer unpinned claims. A crashed holder's lock goes with it: nothing stale to clean.
+    OSError when the lock directory cannot be made."""
     rng = rng or random.Random()
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    mine = {d for d, _ in _held}
+    if not LOCK_DIR.is_dir():
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(LOCK_DIR, 0o1777)  # every user's runs share it, as they share /tmp
+        except PermissionError:
+            pass
+    mine = {d for d, _ in _held + _pinned}
     candidates = [d for d in range(FIRST, LAST + 1) if d not in mine]
     rng.shuffle(candidates)
     for domain in candidates:
-        fd = os.open(LOCK_DIR / f"{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = _lock(domain)
+        if fd is None:
             continue
+        if pin:
+            _pinned.append((domain, fd))
+            return domain
         _held.append((domain, fd))
         while len(_held) > KEEP:
             os.close(_held.pop(0)[1])

@@ -42,7 +42,7 @@ DT = 1.0 / RATE_HZ
 TIMEOUT_S = 0.2
 DECEL = [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0, 4.0]  # config/joint_limits.yaml
 ACCEL = DECEL
-DOMAIN = free_domain_id()
+DOMAIN = free_domain_id(pin=True)
 
 PUBLISHER = textwrap.dedent("""
     import math, sys, rclpy

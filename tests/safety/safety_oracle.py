@@ -30,6 +30,9 @@ import yaml
 
 # Floating-point slack, per unit of the checked quantity.
 EPS_Q, EPS_V, EPS_A, EPS_J = 1e-9, 1e-7, 1e-4, 1e-1
+# How far (rad/s^2) a braking acceleration may lie beyond the no-reversal curve |a| = sqrt(2 J v): the rounding of
+# accelerations from position differences at 1 kHz (~1e-9 and up); the reversal it implies is ~|a| EPS_CURVE / J.
+EPS_CURVE = 1e-6
 STOP_TICKS = 0  # periods a stop may take beyond its braking time (fuzzing found none needed)
 
 
@@ -260,9 +263,9 @@ class Oracle:
             return self.q[i], v / dm, v * v / (2.0 * dm) + v * dt + EPS_Q
         a = min(a + 0.5 * jm * dt, self.amax[i])  # the least favourable acceleration at the period's end
         if a < 0.0 and v * 2.0 * jm < a * a:
-            # Beyond the no-reversal curve by more than the acceleration tolerance (finite differences of positions
-            # at 1 kHz carry ~1e-9 rad/s^2 alone; the reversal a 1e-4 excess implies is ~1e-11 rad/s).
-            if -a > math.sqrt(2.0 * jm * v) + EPS_A:
+            # Beyond the no-reversal curve by more than rounding (EPS_CURVE; the fuzz's closest states were 6.5e-9
+            # and 1.8e-8 rad/s^2 beyond it, from position differences): a stop from there must reverse.
+            if -a > math.sqrt(2.0 * jm * v) + EPS_CURVE:
                 self._flag("stop_unreachable", i, f"v {v:.6g}, a {a:.6g}: no jerk-limited stop avoids reversing")
             a = -math.sqrt(2.0 * jm * v)
         phases = scurve_stop(v, a, jm, dm)

@@ -13,11 +13,12 @@ from typing import Callable, Iterator
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_domain_id() -> int:
-    """A domain no other process on this machine is using (concurrent CI runs, benchmarks)."""
+def free_domain_id(pin: bool = False) -> int:
+    """A domain no other process on this machine is using (concurrent CI runs, benchmarks); `pin` for one a whole
+    module's tests use (claimed at import, it must outlive every test's claim before them)."""
     from omni_vla.tools.domains import claim_domain
 
-    return claim_domain()
+    return claim_domain(pin=pin)
 
 
 @contextmanager

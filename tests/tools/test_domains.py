@@ -1,10 +1,13 @@
 """DDS domain claims: two processes on one machine never get the same domain, and a dead holder frees its own."""
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -21,12 +24,17 @@ HOLDER = textwrap.dedent("""
 
 
 @pytest.fixture()
-def small_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(domains, "LOCK_DIR", tmp_path)
+def small_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setattr(domains, "LOCK_DIR", tmp_path / "locks")
     monkeypatch.setattr(domains, "FIRST", 150)
     monkeypatch.setattr(domains, "LAST", 155)
-    monkeypatch.setattr(domains, "_held", [])
-    return tmp_path
+    held: list[tuple[int, int]] = []
+    pinned: list[tuple[int, int]] = []
+    monkeypatch.setattr(domains, "_held", held)
+    monkeypatch.setattr(domains, "_pinned", pinned)
+    yield tmp_path / "locks"
+    for _, fd in held + pinned:
+        os.close(fd)
 
 
 def _holder(lock_dir: Path, count: int) -> tuple[subprocess.Popen, set[int]]:
@@ -63,3 +71,19 @@ def test_a_process_releases_its_oldest_claim_past_keep(small_pool: Path, monkeyp
     proc, theirs = _holder(small_pool, 4)
     proc.communicate("")
     assert first in theirs
+
+
+def test_a_pinned_claim_outlives_any_number_of_later_claims(small_pool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's or a module's domain, claimed first, is not released by the per-test claims after it."""
+    monkeypatch.setattr(domains, "KEEP", 1)
+    pinned = domains.claim_domain(pin=True)
+    for _ in range(5):
+        assert domains.claim_domain() != pinned
+    proc, theirs = _holder(small_pool, 4)
+    proc.communicate("")
+    assert pinned not in theirs and len(theirs) == 4
+
+
+def test_the_lock_directory_is_shared_by_every_user(small_pool: Path) -> None:
+    domains.claim_domain()
+    assert stat.S_IMODE(small_pool.stat().st_mode) == 0o1777
