@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from omni_vla.tools.domains import claim_domain
+from omni_vla.tools.domains import claim_domain, lock_fds
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_LAUNCH = REPO / ".." / "shared" / "ros2_launch" / "run_launch.py"
@@ -265,7 +265,7 @@ def run_once(install: Path, stop: str, workdir: Path, diagnose: bool = False) ->
     if stop == "launch":
         cmd = [sys.executable, "-c", NONINTERACTIVE, str(RUN_LAUNCH.resolve().parent / "site"), str(launch_file)]
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=default_stop_signals)
+                            start_new_session=True, preexec_fn=default_stop_signals, pass_fds=lock_fds(domain))
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), ln) for ln in proc.stdout), daemon=True)
     reader.start()

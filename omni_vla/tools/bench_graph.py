@@ -32,7 +32,7 @@ from trajectory_msgs.msg import JointTrajectory
 from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.ros.graph import ROBOT_NODES, NodeSpec
 from omni_vla.tools.bringup import Bringup
-from omni_vla.tools.domains import claim_domain
+from omni_vla.tools.domains import claim_domain, lock_fds
 from omni_vla.tools.errors import existing_bundle, non_negative_float, positive_float
 from omni_vla.tools.limits_oracle import check_commands, read_limits
 from omni_vla_safety.interrupt import ros_main, spin_until_stopped
@@ -235,7 +235,7 @@ def _node_figures(result: dict[str, Any]) -> None:
 
 def _child(role: str, domain: int, env: dict[str, str], *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "omni_vla.tools.bench_graph", "--role", role, "--domain", str(domain), *extra]
-    return subprocess.Popen(cmd, env=env, cwd=REPO)
+    return subprocess.Popen(cmd, env=env, cwd=REPO, pass_fds=lock_fds(domain))
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:

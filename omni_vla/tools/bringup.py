@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from omni_vla.ros.graph import JOINT_LIMITS_FILE, JOINT_LIMITS_NODES, SIM_NODES, NodeSpec, config_dir
+from omni_vla.tools.domains import lock_fds
 
 
 @dataclass
@@ -41,7 +42,8 @@ class Bringup:
             if self.log_dir is not None:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 out = open(self.log_dir / f"{spec.executable}.log", "w")  # noqa: SIM115 - owned by the child
-            self.procs[spec.executable] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            self.procs[spec.executable] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                                           pass_fds=lock_fds(self.domain_id))
         return self
 
     def dead(self) -> list[str]:

@@ -63,3 +63,9 @@ def claim_domain(rng: random.Random | None = None, pin: bool = False) -> int:
             os.close(_held.pop(0)[1])
         return domain
     raise NoFreeDomain(f"no free DDS domain in {FIRST}..{LAST}: every one is claimed under {LOCK_DIR}")
+
+
+def lock_fds(domain: int | None) -> tuple[int, ...]:
+    """This process's lock descriptors for `domain`, to pass to the processes it starts on it (Popen pass_fds): they
+    then hold the claim as long as they run, past this process's end or its release of the claim."""
+    return tuple(fd for d, fd in _held + _pinned if d == domain)

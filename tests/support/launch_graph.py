@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from omni_vla.tools.domains import lock_fds
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"  # CI clones the repository with shared/ beside it
 RUN_LAUNCH = SHARED / "ros2_launch" / "run_launch.py"
@@ -59,6 +61,7 @@ def _launch(install: Path, name: str, cwd: Path, domain: int, *args: str) -> sub
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     launch_file = install / "share" / "omni_vla" / "launch" / name
     return subprocess.Popen([sys.executable, str(RUN_LAUNCH.resolve()), str(launch_file), *args], cwd=cwd, env=env,
+                            pass_fds=lock_fds(domain),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

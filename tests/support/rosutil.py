@@ -10,14 +10,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from omni_vla.tools.domains import claim_domain, lock_fds
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def free_domain_id(pin: bool = False) -> int:
     """A domain no other process on this machine is using (concurrent CI runs, benchmarks); `pin` for one a whole
     module's tests use (claimed at import, it must outlive every test's claim before them)."""
-    from omni_vla.tools.domains import claim_domain
-
     return claim_domain(pin=pin)
 
 
@@ -60,7 +60,8 @@ def node_process(module: str, domain_id: int, params_file: Path | None = None,
     for k, v in (params or {}).items():
         cmd += ["-p", f"{k}:={v}"]
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            pass_fds=lock_fds(domain_id))
     try:
         yield proc
     finally:

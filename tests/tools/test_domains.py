@@ -87,3 +87,20 @@ def test_a_pinned_claim_outlives_any_number_of_later_claims(small_pool: Path, mo
 def test_the_lock_directory_is_shared_by_every_user(small_pool: Path) -> None:
     domains.claim_domain()
     assert stat.S_IMODE(small_pool.stat().st_mode) == 0o1777
+
+
+def test_a_process_started_on_a_claimed_domain_keeps_it_claimed_after_this_one_lets_go(small_pool: Path) -> None:
+    """A graph outliving its starter (a killed test run) keeps its domain: the lock descriptor goes with it."""
+    domain = domains.claim_domain()
+    graph = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                             pass_fds=domains.lock_fds(domain), text=True)
+    try:
+        os.close(domains._held.pop()[1])  # this process lets go (a KEEP rollover, or its end)
+        proc, theirs = _holder(small_pool, 5)
+        proc.communicate("")
+        assert domain not in theirs and len(theirs) == 5
+    finally:
+        graph.communicate("")
+    proc, theirs = _holder(small_pool, 6)
+    proc.communicate("")
+    assert domain in theirs, "free again once the graph has ended"
