@@ -1,8 +1,8 @@
 """Does the launched graph hold over time: the real ROS 2 launch system (../shared/ros2_launch) runs sim.launch.py
 from a colcon install space (a bundle of your choice), a probe gives the policy its instruction, and for `--minutes`
 every process of the launch is sampled from /proc (RSS, open file descriptors) while both nodes' /diagnostics are
-read; per window of `--window-s`: tick lateness (the worst p99 each node reported, and its latest max), missed
-ticks, starved ticks, holds, the supervisor's clamps, RSS and fds per process.
+read; per window of `--window-s`: tick lateness (the worst p99 each node reported, and its latest max, beside a
+machine probe's: probe.py), missed ticks, starved ticks, holds, the supervisor's clamps, RSS and fds per process.
 
     python benchmarks/soak/run.py --minutes 60 [--bundle DIR --backend mnn] [--install DIR] --out FILE
         [--param vla_node:rate_hz=2 ...] [--compare-reference]
@@ -54,6 +54,8 @@ proc_sample, slope_per_hour, machine_cpu, cpu_use = (PROCSTATS.proc_sample, PROC
 
 
 SHUTDOWN = _module("shutdown_bench", REPO / "benchmarks" / "shutdown" / "run.py")  # install build, census
+PROBE = _module("soak_probe", Path(__file__).with_name("probe.py"))  # the machine's own lateness beside the graph
+MACHINE = "machine_probe"
 
 
 class Diagnostics(SHUTDOWN.ProbeNode):  # type: ignore[name-defined,misc]
@@ -109,12 +111,17 @@ def _float(values: dict[str, str], key: str) -> float | None:
 
 
 def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, float],
-                  procs: dict[str, list[tuple[float, float, int]]], since: float) -> dict[str, Any]:
+                  procs: dict[str, list[tuple[float, float, int]]], since: float,
+                  machine: dict[str, float] | None = None) -> dict[str, Any]:
+    """One window: `p99` is each node's worst reported p99, `machine` the probe's worst p99/max in the window."""
     vla, sup = latest.get("vla_node", {}), latest.get("safety_supervisor", {})
+    machine = machine or {}
     return {"t_end_s": round(t, 1),
-            "p99_lateness_ms": {n: round(v, 4) for n, v in p99.items()},
-            "max_lateness_ms": {n: _float(latest.get(n, {}), "tick_lateness_max_ms") for n in ("vla_node",
-                                                                                             "safety_supervisor")},
+            "p99_lateness_ms": {n: round(v, 4) for n, v in {**p99, **({MACHINE: machine["p99"]} if "p99" in machine
+                                                                     else {})}.items()},
+            "max_lateness_ms": {**{n: _float(latest.get(n, {}), "tick_lateness_max_ms") for n in ("vla_node",
+                                                                                               "safety_supervisor")},
+                                **({MACHINE: machine["max"]} if "max" in machine else {})},
             "vla": {k: _int(vla, k) for k in ("missed_ticks", "overruns", "starved_ticks", "holds", "commands",
                                                "worker_restarts", "clock_jumps_back")},
             "vla_delay": {k: _float(vla, k) for k in ("inference_latency_p95_ms", "delay_ticks", "delay_headroom_ticks")},
@@ -126,6 +133,20 @@ def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, fl
             "supervisor_state": sup.get("state", ""),
             "rss_mib": {n: round(s[-1][1], 2) for n, s in procs.items() if s and s[-1][0] > since},
             "fds": {n: s[-1][2] for n, s in procs.items() if s and s[-1][0] > since}}
+
+
+def over_probe(windows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each node's worst window over its first after dividing every window's p99 by the machine probe's in that
+    window: how far the node drifted beyond what the machine itself did (None where a window lacks the probe)."""
+    def rel(w: dict[str, Any], node: str) -> float | None:
+        late = w["p99_lateness_ms"]
+        return late[node] / late[MACHINE] if late.get(MACHINE, 0.0) > 0 and node in late else None
+    out: dict[str, float] = {}
+    for node in NODES[1:]:
+        series = [rel(w, node) for w in windows]
+        if series and None not in series and series[0] > 0:
+            out[node] = round(max(series) / series[0], 3)  # type: ignore[type-var,operator]
+    return out
 
 
 def summarise(windows: list[dict[str, Any]], procs: dict[str, list[tuple[float, float, int]]],
@@ -141,6 +162,7 @@ def summarise(windows: list[dict[str, Any]], procs: dict[str, list[tuple[float, 
         "fd_growth_after_first_window": {n: (s[-1][2] - next((x[2] for x in s if x[0] >= window_s), s[-1][2]))
                                          for n, s in procs.items() if s},
         "p99_lateness_worst_window_over_first": ratio,
+        "p99_over_machine_probe_worst_window_over_first": over_probe(windows),
         "vla_missed_ticks": last.get("vla", {}).get("missed_ticks"),
         "supervisor_missed_ticks": last.get("supervisor", {}).get("missed_ticks"),
         "supervisor_clamps_total": last.get("supervisor", {}).get("clamps_total"),
@@ -162,6 +184,7 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
     diags = Diagnostics(domain, instruction)
+    probe = PROBE.Probe(env)
     procs: dict[str, list[tuple[float, float, int]]] = {}
     windows: list[dict[str, Any]] = []
     t0 = time.monotonic()
@@ -177,6 +200,7 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
             time.sleep(0.5)
         t0 = time.monotonic()  # the soak's clock starts with the graph up
         diags.take_window()
+        probe.take_window()
         next_window = window_s
         cpu_mark, t_mark = machine_cpu(), 0.0
         while (t := time.monotonic() - t0) < 60.0 * minutes and proc.poll() is None:
@@ -188,7 +212,7 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
                     procs.setdefault(name, []).append((round(t, 1), *s))
             if t >= next_window:
                 latest, p99 = diags.take_window()
-                windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5))
+                windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5, probe.take_window()))
                 cpu_now = machine_cpu()
                 windows[-1]["machine"] = cpu_use(cpu_mark, cpu_now, t - t_mark)
                 cpu_mark, t_mark = cpu_now, t
@@ -198,9 +222,10 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
             time.sleep(SAMPLE_S)
         if len(windows) == 0 or windows[-1]["t_end_s"] < time.monotonic() - t0 - window_s / 2:
             latest, p99 = diags.take_window()
-            windows.append(window_record(time.monotonic() - t0, latest, p99, procs, 0.0))
+            windows.append(window_record(time.monotonic() - t0, latest, p99, procs, 0.0, probe.take_window()))
     finally:
         diags.close()
+        probe.close()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
             try:

@@ -54,7 +54,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop
 from omni_vla.core.controller import Controller
-from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler
+from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler, set_process_priority
 from omni_vla.core.perception import (ImageRejected, InstructionRejected, JointStateRejected, ObservationStore,
                                       check_encoding, decode_compressed)
 from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
@@ -118,6 +118,7 @@ class VlaNode(Node):
         self.store: ObservationStore | None = None
         self.scheduler: Scheduler | None = None
         self._thread: threading.Thread | None = None
+        self.threads_scheduling = "normal"  # the executor's and DDS's threads (main() may raise them)
         self._subs: list[Any] = []
         self._pubs: list[Any] = []
         self._timer: Any = None
@@ -228,6 +229,15 @@ class VlaNode(Node):
         # Lateness percentiles over the last minute of ticks (sorted at diagnostics rate).
         self.scheduler = Scheduler(cfg.rate_hz, self._tick, clock=self.loop_clock,
                                    window=max(1000, int(60 * cfg.rate_hz)), rt_priority=cfg.realtime_priority)
+
+    def raise_threads(self) -> None:
+        """The process's threads (this executor, DDS's) to SCHED_FIFO just below the loop thread, which raises
+        itself to `realtime_priority` when it starts; the entry point's choice, not a library's (tests run nodes
+        in their own process)."""
+        value = self.get_parameter("realtime_priority").value
+        if isinstance(value, int) and 1 < value <= 99:
+            self.threads_scheduling = set_process_priority(value - 1)
+            self.get_logger().info(f"threads: {self.threads_scheduling}")
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None
@@ -399,6 +409,7 @@ class VlaNode(Node):
         values = report.values
         if self.replan_io is not None:
             values.update(self.replan_io.diagnostics())
+        values["threads_scheduling"] = self.threads_scheduling
         status = DiagnosticStatus(level=bytes([report.level]), name=f"{self.get_name()}: control loop",
                                   message=report.message, hardware_id=self.hardware_id)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
@@ -415,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.setswitchinterval(0.001)
         node = VlaNode()
         cleanup += [node.release, node.destroy_node]
+        node.raise_threads()
         if node.autostart:
             node.trigger_configure()
             if node.controller is None:

@@ -104,6 +104,25 @@ def test_tick_stats_percentiles_match_numpy_over_the_window() -> None:
     assert s["ticks"] == 1200 and s["p99_lateness_ms"] == pytest.approx(1e3 * window[495])
 
 
+@pytest.mark.parametrize("recorded, last", [(1200, 300), (1200, 499), (1000, 500), (1001, 500), (120, 300), (0, 10),
+                                            (750, 1)])
+def test_recent_lateness_is_the_newest_samples_only_across_the_ring_wrap(recorded: int, last: int) -> None:
+    stats = TickStats(window=500)
+    values = np.random.default_rng(recorded + last).exponential(0.001, recorded)
+    for v in values:
+        stats.record(float(v))
+    p99, worst = stats.recent(99, last)
+    newest = np.sort(values[-min(last, 500, recorded):]) if recorded else np.zeros(1)
+    assert p99 == newest[min(len(newest) - 1, int(0.99 * len(newest)))] and worst == newest[-1]
+
+
+def test_recent_lateness_forgets_a_burst_once_it_is_older_than_the_window() -> None:
+    stats = TickStats(window=1000)
+    for v in [0.05] * 20 + [0.0001] * 200:
+        stats.record(v)
+    assert stats.recent(99, 200) == (0.0001, 0.0001) and stats.percentile(99) == 0.05
+
+
 def test_monotonic_clock_never_wakes_before_the_deadline() -> None:
     clock = MonotonicClock()
     start = clock.now()

@@ -76,3 +76,31 @@ def test_the_machines_busy_cores_count_cpu_this_process_burns() -> None:
     use = procstats.cpu_use(before, procstats.machine_cpu(), time.monotonic() - t0)
     assert use["busy_cores"] >= 0.5 and 0.0 <= use["stolen_cores"] <= use["busy_cores"]
     assert procstats.cpu_use((10.0, 1.0), (13.0, 1.5), 2.0) == {"busy_cores": 1.5, "stolen_cores": 0.25}
+
+
+def test_a_window_carries_the_machine_probes_worst_lateness_beside_the_nodes(soak):
+    w = soak.window_record(60.0, {}, {"vla_node": 0.1}, {}, 0.0, {"p99": 0.05, "max": 0.3})
+    assert w["p99_lateness_ms"] == {"vla_node": 0.1, "machine_probe": 0.05}
+    assert w["max_lateness_ms"]["machine_probe"] == 0.3
+    assert "machine_probe" not in soak.window_record(60.0, {}, {}, {}, 0.0, {})["p99_lateness_ms"]
+
+
+def test_drift_beyond_the_machine_is_each_nodes_p99_over_the_probes_worst_window_over_first(soak):
+    def w(vla, sup, probe):
+        return {"p99_lateness_ms": {"vla_node": vla, "safety_supervisor": sup, "machine_probe": probe}}
+    # the machine doubles its lateness in window 2: the supervisor follows it (no drift), vla_node triples
+    windows = [w(0.1, 0.5, 0.2), w(0.6, 1.0, 0.4), w(0.1, 0.5, 0.2)]
+    assert soak.over_probe(windows) == {"vla_node": 3.0, "safety_supervisor": 1.0}
+    assert soak.over_probe([w(0.1, 0.5, 0.2), {"p99_lateness_ms": {"vla_node": 0.2}}]) == {}
+
+
+def test_the_machine_probe_runs_beside_a_soak_and_reports_its_lateness():
+    probe = load_script("benchmarks/soak/probe.py", "soak_probe_under_test").Probe(rate_hz=200.0)
+    try:
+        time.sleep(2.5)
+        worst = probe.take_window()
+    finally:
+        probe.close()
+    assert probe.proc.returncode is not None and probe.status.startswith("SCHED_FIFO 90")
+    assert 0.0 <= worst["p99"] <= worst["max"] < 1000.0
+    assert probe.take_window() == {}
