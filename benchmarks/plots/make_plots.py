@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -182,7 +183,10 @@ def plot_vla_stages(d: dict, out: Path) -> None:
 
 def plot_vla_loop(d: dict, out: Path) -> None:
     runs = d["runs"]
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
+    ab = d.get("executor_priority")
+    fig, axes = plt.subplots(1, 3 if ab else 2, figsize=(20 if ab else 14, 4.5))
+    if ab:
+        _plot_executor_priority(axes[2], ab)
     for ax, key, title in ((axes[0], "vla_tick_lateness_ms", "vla_node loop tick lateness"),
                            (axes[1], "tick_lateness_ms", "supervisor tick lateness")):
         xs = range(len(runs))
@@ -203,6 +207,20 @@ def plot_vla_loop(d: dict, out: Path) -> None:
                     f"{vl.get('starved_ticks', '?'):g}" if isinstance(vl.get("missed_ticks"), (int, float)) else "",
                     ha="center", va="bottom", fontsize=6)
     _save(fig, out)
+
+
+def _plot_executor_priority(ax: "plt.Axes", ab: dict) -> None:
+    """vla_node's loop lateness p99 per run, by the priority of its other threads (interleaved rounds)."""
+    builds = list(dict.fromkeys(r["build"] for r in ab["runs"]))
+    for i, build in enumerate(builds):
+        vals = [r["vla_tick_lateness_ms"]["p99"] for r in ab["runs"] if r["build"] == build]
+        ax.scatter([i] * len(vals), vals, s=18)
+        ax.plot([i - 0.2, i + 0.2], [statistics.median(vals)] * 2, color="k", lw=1.5)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(builds)), builds, fontsize=7)
+    ax.set_xlim(-0.6, len(builds) - 0.4)
+    ax.set_ylabel("vla_node loop tick lateness p99, ms (log; bar: median)")
+    ax.set_title("reference bundle, 2 CPU burners, 60-s windows, rounds interleaved", fontsize=8)
 
 
 def plot_cold_start(d: dict, out: Path) -> None:

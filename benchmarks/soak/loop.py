@@ -1,6 +1,6 @@
 """Does the ROS-free loop hold over millions of ticks: vla_node's assembled loop (build_loop over the inference worker
 process, fed like the subscriber callbacks: `omni-vla bench loop`'s rig) runs `--ticks` ticks at `--rate-hz`, and per
-window of `--window-ticks` reports tick lateness (p50, p99, max), missed ticks, overruns, starved ticks, holds,
+window of `--window-ticks` reports tick lateness (p50, p99, max; and the machine probe's, probe.py), missed ticks, overruns, starved ticks, holds,
 chunks, worker restarts, and the RSS and open fds of the loop's process and of its worker.
 
     python benchmarks/soak/loop.py --ticks 10000000 --rate-hz 1000 --window-ticks 60000 --out FILE
@@ -25,6 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("soak_procstats", Path(__file__).with_name("procstats.py"))
 PROCSTATS = importlib.util.module_from_spec(SPEC)  # type: ignore[arg-type]
 SPEC.loader.exec_module(PROCSTATS)  # type: ignore[union-attr]
+SPEC = importlib.util.spec_from_file_location("soak_probe", Path(__file__).with_name("probe.py"))
+PROBE = importlib.util.module_from_spec(SPEC)  # type: ignore[arg-type]
+SPEC.loader.exec_module(PROBE)  # type: ignore[union-attr]
 GOALS = {"rss_mib_per_h": 1.0, "fd_growth": 0, "p99_over_first": 2.0, "missed_ticks": 0}
 COUNTS = ("holds", "starved_ticks", "chunks", "requests")
 
@@ -59,6 +62,10 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
     worst = max((w["p99_lateness_ms"] for w in windows), default=0.0)
     out["p99_lateness_ms_first_worst"] = [round(first, 4), round(worst, 4)]
     out["p99_worst_over_first"] = round(worst / first, 3) if first > 0 else None
+    rel = [w["p99_lateness_ms"] / w["machine_probe"]["p99"] for w in windows
+           if w.get("machine_probe", {}).get("p99", 0.0) > 0]
+    out["p99_over_machine_probe_worst_over_first"] = (round(max(rel) / rel[0], 3) if len(rel) == len(windows) and rel
+                                                      and rel[0] > 0 else None)
     growth = [g for g in out["rss_growth_mib_per_h"].values() if g is not None]
     out["goals_met"] = {
         "rss": bool(growth) and max(growth) <= GOALS["rss_mib_per_h"],
@@ -76,14 +83,17 @@ def soak(args: argparse.Namespace, report: dict[str, Any]) -> None:
     from omni_vla.tools.bench_loop import WARMUP_TICKS, LoopRig, parse_args
 
     rig_args = parse_args(["--bundle", str(args.bundle), "--backends", args.backend, "--threads", str(args.threads),
-                           "--strategy", args.strategy, "--execution-horizon", str(args.execution_horizon)])
+                           "--strategy", args.strategy, "--execution-horizon", str(args.execution_horizon),
+                           "--rt-priority", str(args.rt_priority)])
     rig = LoopRig(rig_args, args.backend, args.rate_hz)
+    probe = PROBE.Probe()  # the machine's own wake-up lateness, per window beside the loop's
     try:
         procs = {"loop": os.getpid(), "worker": rig.inference.pid}
         sched = Scheduler(args.rate_hz, rig.tick, window=args.window_ticks, rt_priority=args.rt_priority)
         sched.run(max_ticks=WARMUP_TICKS)
         report["scheduling"] = sched.rt_status
         t0, done = time.monotonic(), 0
+        probe.take_window()
         while done < args.ticks:
             n = min(args.window_ticks, args.ticks - done)
             sched.stats.reset()
@@ -92,10 +102,12 @@ def soak(args: argparse.Namespace, report: dict[str, Any]) -> None:
             done += sched.stats.ticks
             procs["worker"] = rig.inference.pid or procs["worker"]
             report["windows"].append(window_record(sched, rig, c0, time.monotonic() - t0, procs))
+            report["windows"][-1]["machine_probe"] = probe.take_window()
             report["summary"] = summarise(report["windows"])
             if args.out:
                 write_json_atomic(args.out, report)
     finally:
+        probe.close()
         rig.close()
 
 

@@ -125,6 +125,7 @@ def _scenario(probe, ex, rng: np.random.Generator) -> None:
     for key in ("tick_lateness_p99_ms", "inference_latency_p50_ms", "missed_ticks", "overruns", "queue_depth",
                 "scheduling"):
         assert key in d
+    _check_threads_below_the_loop(d)
 
     # Phase 3: joint states stop -> commands stop within max_obs_age_s (+ one tick), ERROR.
     t_stop = time.monotonic()
@@ -134,6 +135,24 @@ def _scenario(probe, ex, rng: np.random.Generator) -> None:
     feed(3.0, False, until=lambda: "joint state older" in diags[-1]["message"])
     assert diags[-1]["message"] == "joint state older than max_obs_age_s=0.3 s"
     assert (diags[-1]["state"], diags[-1]["level"]) == ("STALE", 1), "stale data is a warning, not an error"
+
+
+def _policy_and_priority(stat: Path) -> tuple[int, int]:
+    fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return int(fields[38]), int(fields[37])  # proc(5): policy is field 41, rt_priority 40
+
+
+def _check_threads_below_the_loop(d: dict[str, str]) -> None:
+    """Every thread of the node under SCHED_FIFO: the loop at 50, the rest (executor, DDS) at 49; its worker not."""
+    if "unavailable" in d["threads_scheduling"] + d["scheduling"]:
+        pytest.skip(f"no real-time privilege here: {d['threads_scheduling']}")
+    worker = Path(f"/proc/{d['worker_pid']}")
+    node = Path(f"/proc/{(worker / 'stat').read_text().rsplit(')', 1)[1].split()[1]}")
+    threads = [_policy_and_priority(t / "stat") for t in (node / "task").iterdir()]
+    assert d["threads_scheduling"].startswith("SCHED_FIFO 49 for the node's"), d["threads_scheduling"]
+    assert sorted(threads)[-1] == (1, 50) and sorted(threads).count((1, 50)) == 1, threads
+    assert all(t == (1, 49) for t in threads if t != (1, 50)), threads
+    assert _policy_and_priority(worker / "stat") == (0, 0), "the inference worker runs at normal priority"
 
 
 @pytest.mark.slow
