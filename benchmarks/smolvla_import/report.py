@@ -189,23 +189,25 @@ def plot(stages: dict, out: Path) -> None:
     axes[-1].axhline(CHUNK_GOAL_S * 1e3, color="red", ls="--", lw=1, label=f"goal {CHUNK_GOAL_S} s @2 thr")
     axes[-1].legend(fontsize=8, loc="lower right")
     if extra:
-        _plot_bench_runtime(fig.add_subplot(grid[1, :]), extra)
+        _plot_bench_runtime(fig.add_subplot(grid[1, :]), extra, stages.get("bench_runtime_stages_int8"))
     fig.suptitle("omni-vla import lerobot: full-size SmolVLA (LeRobot 0.4.4 checkpoint), per-stage latency"
                  + (" (top: bench_vla under load; bottom: bench runtime --stages)" if extra else ""))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
 
-def _plot_bench_runtime(ax, extra: dict) -> None:  # noqa: ANN001
-    """`omni-vla bench runtime --stages` (stored under bench_runtime_stages): each stage's GFLOP/s as a fraction of
-    the sgemm of the same run, per thread count and robot runtime."""
+def _plot_bench_runtime(ax, extra: dict, int8: dict | None = None) -> None:  # noqa: ANN001
+    """`omni-vla bench runtime --stages` (stored under bench_runtime_stages, and the int8 variant's under
+    bench_runtime_stages_int8): each stage's GFLOP/s as a fraction of the sgemm of the same run, per thread count
+    and robot runtime."""
     bars = []
-    for run in extra["runs"]:
-        st = run["stages"]
-        for b, got in st["backends"].items():
-            for stage in ("vision", "prefix", "step"):
-                bars.append((f"{stage}\n{run['threads']} thr {b}", got["stages"][stage]["fraction_of_sgemm"],
-                             got["stages"][stage]["gflops"], run["threads"]))
+    variants = [("", extra["runs"])] + ([(" int8", int8["runs"])] if int8 else [])
+    for variant, runs in variants:
+        for run in runs:
+            for b, got in run["stages"]["backends"].items():
+                for stage in ("vision", "prefix", "step"):
+                    bars.append((f"{stage}\n{run['threads']} thr {b}{variant}", got["stages"][stage]["fraction_of_sgemm"],
+                                 got["stages"][stage]["gflops"], run["threads"]))
     colors = {1: "tab:green", 2: "tab:purple"}  # not the backends' colours above
     ax.bar(range(len(bars)), [f for _, f, _, _ in bars], color=[colors.get(t, "tab:gray") for *_, t in bars])
     for k, (_, f, g, _) in enumerate(bars):
@@ -213,9 +215,10 @@ def _plot_bench_runtime(ax, extra: dict) -> None:  # noqa: ANN001
     ax.set_xticks(range(len(bars)), [name for name, *_ in bars], fontsize=7)
     ax.axhline(1.0, color="red", ls="--", lw=1)
     ax.set_ylabel("fraction of sgemm 1024^3 (same run)")
-    chunks = ", ".join(f"{r['threads']} thr: {r['backends'][b]['median_ms'] / 1e3:.2f} s {b}"
-                       for r in extra["runs"] for b in r["backends"])
-    ax.set_title(f"omni-vla bench runtime --stages, idle machine ({extra['date']}): whole chunk {chunks}", fontsize=9)
+    chunks = ", ".join(f"{r['threads']} thr: {r['backends'][b]['median_ms'] / 1e3:.2f} s {b}{variant}"
+                       for variant, runs in variants for r in runs for b in r["backends"])
+    when = extra["date"] + (f"; int8 {int8['date']}" if int8 else "")
+    ax.set_title(f"omni-vla bench runtime --stages, idle machine ({when}): whole chunk {chunks}", fontsize=9)
 
 
 def fmt(v, unit: str = "") -> str:  # noqa: ANN001
