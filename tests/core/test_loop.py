@@ -197,3 +197,42 @@ def test_the_spin_before_a_tick_is_at_most_a_fifth_of_the_period(rate_hz: float,
     shared = MonotonicClock()
     Scheduler(1000.0, lambda k, t: None, clock=shared)
     assert shared.spin_s == pytest.approx(0.0002)  # the node's own clock is fitted too
+
+
+def test_process_priority_asks_fifo_for_every_thread_and_skips_one_that_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from omni_vla.core import loop
+
+    calls: list[tuple[int, int, int]] = []
+    release = threading.Event()
+    ending = threading.Thread(target=release.wait, daemon=True)  # a thread that ends between listing and asking
+    ending.start()
+    gone = ending.native_id
+
+    def fake(tid: int, policy: int, param: os.sched_param) -> None:
+        if tid == gone:
+            raise ProcessLookupError(3, "No such process")
+        calls.append((tid, policy, param.sched_priority))
+
+    monkeypatch.setattr(loop.os, "sched_setscheduler", fake)
+    tids = {int(t) for t in os.listdir("/proc/self/task")} - {gone}
+    status = loop.set_process_priority(49)
+    release.set()
+    assert threading.get_native_id() in tids and {c[0] for c in calls} >= tids and all(c[1:] == (os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, 49) for c in calls)
+    assert status == f"SCHED_FIFO 49 for the node's {len(calls)} other threads"
+
+
+def test_process_priority_without_privilege_says_so_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_vla.core import loop
+
+    calls: list[int] = []
+
+    def refuse(tid: int, policy: int, param: object) -> None:
+        calls.append(tid)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(loop.os, "sched_setscheduler", refuse)
+    status = loop.set_process_priority(49)
+    assert status == "SCHED_FIFO 49 unavailable for the node's threads ([Errno 1] Operation not permitted); normal priority"
+    assert len(calls) == 1

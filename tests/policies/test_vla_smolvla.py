@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from lerobot_env import smolvla_python
+from lerobot_env import lerobot_env, smolvla_python
 
 from omni_vla_policies.vla.bench_vla import STAGES as STAGE_NAMES
 from omni_vla_policies.vla.bench_vla import bench
@@ -35,7 +35,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("smolvla_ref")
     (root / "spec.json").write_text(json.dumps(spec(tiny(), seed=1, valid_tokens=4)))
     out = subprocess.run([str(smolvla_python()), str(REFERENCE), str(root / "ref"), str(root / "spec.json")],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, env=lerobot_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return root / "ref"
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_env import lerobot_python
+from lerobot_env import lerobot_env, lerobot_python
 from safetensors.numpy import load_file
 
 from omni_vla.tools.cli import main as cli
@@ -33,7 +32,7 @@ FILE_FRAMES = 300  # small enough that the test's ~800 frames span several data 
 
 
 def _lerobot_env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled", "PYTHONWARNINGS": "ignore"}
+    return lerobot_env(HF_HUB_OFFLINE="1", WANDB_MODE="disabled")
 
 
 @pytest.fixture(scope="module")

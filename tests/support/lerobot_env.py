@@ -5,6 +5,7 @@ tests/support/lerobot_reference.py and compare saved outputs.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -26,6 +27,17 @@ PI0_REQUIREMENTS = HERE / "pi0_requirements.txt"
 PYTHON312 = Path(os.environ.get("OMNI_VLA_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/python3.12"))
 REFERENCE = HERE / "lerobot_reference.py"
 CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla"))
+_SCRATCH: list[str] = []
+
+
+def lerobot_env(**extra: str) -> dict[str, str]:
+    """The environment LeRobot's processes run in. Its config loader writes each config.json it reads to a
+    temporary file it never deletes (NamedTemporaryFile(delete=False)): TMPDIR is a directory of this process's own,
+    removed when it exits, so test runs leave nothing behind in /tmp."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="omni_vla_lerobot_tmp_"))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return {**os.environ, "PYTHONWARNINGS": "ignore", "TMPDIR": _SCRATCH[0], **extra}
 
 
 def _pip(python: Path, *args: str) -> None:
@@ -88,7 +100,7 @@ def served_env(python: Path) -> dict[str, str]:
         shutil.rmtree(target, ignore_errors=True)
         _pip(python, "--no-deps", "--target", str(target), *SERVER_WIRE)
         (target / ".omni_vla-ready").write_text("\n".join(SERVER_WIRE))
-    return {**os.environ, "PYTHONPATH": str(target), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    return lerobot_env(PYTHONPATH=str(target), OMP_NUM_THREADS="1")
 
 
 @contextlib.contextmanager
@@ -120,7 +132,7 @@ def served_policy(checkpoint: Path, python: Path | None = None, timeout: float =
 def run_reference(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """tests/support/lerobot_reference.py in LeRobot's venv; raises with its stderr on failure."""
     out = subprocess.run([str(lerobot_python()), str(REFERENCE), *args], capture_output=True, text=True,
-                         timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                         timeout=timeout, env=lerobot_env())
     if out.returncode != 0:
         raise RuntimeError(f"LeRobot reference {args[0]} failed:\n{out.stderr[-3000:]}")
     return out
@@ -181,7 +193,7 @@ def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
             "action_dim": len(PANDA_JOINTS), "seed": 3, "task": SMOLVLA_TASK}
     (root / "spec.json").write_text(json.dumps(spec))
     out = subprocess.run([str(smolvla_python()), str(SMOLVLA_CHECKPOINT), str(root / "ref"), str(root / "spec.json")],
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=900, env=lerobot_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return root / "ref"
 
@@ -225,7 +237,7 @@ def lerobot_pi0(root: Path, policy: str) -> Path:
             "task": PI0_TASK}
     (root / "spec.json").write_text(json.dumps(spec))
     out = subprocess.run([str(pi0_python()), str(PI0_CHECKPOINT), str(root / "ref"), str(root / "spec.json")],
-                         capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                         capture_output=True, text=True, timeout=900, env=lerobot_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return root / "ref"
 

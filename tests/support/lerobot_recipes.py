@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from lerobot_env import HERE, lerobot_python, smolvla_python, write_smolvla_vlm
+from lerobot_env import HERE, lerobot_env, lerobot_python, smolvla_python, write_smolvla_vlm
 
 COMMON = ("--dataset.repo_id=local/omni_vla", "--policy.device=cpu", "--policy.push_to_hub=false",
           "--wandb.enable=false", "--batch_size=32", "--num_workers=1", "--seed=0")
@@ -45,8 +45,8 @@ def train(policy: str, dataset: Path, out: Path, steps: int, vlm: Path | None = 
         if vlm is None:
             raise ValueError("smolvla needs its VLM directory (lerobot_env.write_smolvla_vlm)")
         recipe = (*recipe, f"--policy.vlm_model_name={vlm}")
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"), "HF_HUB_OFFLINE": "1",
-           "WANDB_MODE": "disabled", "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(HERE)}
+    env = lerobot_env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"), HF_HUB_OFFLINE="1",
+                      WANDB_MODE="disabled", PYTHONPATH=str(HERE))
     log = log or out.parent / f"{out.name}.log"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as sink:
