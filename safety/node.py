@@ -354,8 +354,9 @@ def main(args: list[str] | None = None) -> int:
     scheduling: list[str] = []
 
     def before_init() -> None:
-        # Real-time for the executor and the DDS threads too (they inherit it from here): a normal-priority
-        # thread preempted while holding the GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine.
+        # Real-time for the executor (this thread runs it): a normal-priority thread preempted while holding the
+        # GIL kept the SCHED_FIFO tick waiting up to 8 ms on a busy machine. DDS's threads, started by rclpy.init,
+        # run at normal priority (SCHED_RESET_ON_FORK resets new threads too); they never take the GIL.
         scheduling.append(set_realtime_priority(RT_PRIORITY - 1))
 
     # The tick thread competes with the executor for the GIL: take it back within 1 ms, not 5 ms.

@@ -275,9 +275,10 @@ def _soak_axes(axes, d: dict, what: str) -> None:  # noqa: ANN001
     axes[0].set_ylabel("RSS (MiB)")
     axes[0].set_yscale("log")
     axes[0].legend(fontsize=7)
-    runs = [("", d, "-")] + ([("reference bundle, ", d["reference"], "--")] if "reference" in d else [])
+    runs = ([("", d, "-")] + ([("reference bundle, ", d["reference"], "--")] if "reference" in d else [])
+            + ([(f"{d['earlier']['label']}, ", d["earlier"], ":")] if "earlier" in d else []))
     for prefix, run, style in runs:
-        for node in ("vla_node", "safety_supervisor"):
+        for node in ("vla_node", "safety_supervisor", "machine_probe"):
             pts = [(w["t_end_s"] / 60.0, w["p99_lateness_ms"][node]) for w in run["windows"]
                    if node in w["p99_lateness_ms"]]
             axes[1].plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=prefix + node)

@@ -64,7 +64,7 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
     out["p99_worst_over_first"] = round(worst / first, 3) if first > 0 else None
     rel = [w["p99_lateness_ms"] / w["machine_probe"]["p99"] for w in windows
            if w.get("machine_probe", {}).get("p99", 0.0) > 0]
-    out["p99_over_machine_probe_worst_over_first"] = (round(max(rel) / rel[0], 3) if len(rel) == len(windows) and rel
+    out["p99_over_machine_probe_worst_window_over_first"] = (round(max(rel) / rel[0], 3) if len(rel) == len(windows) and rel
                                                       and rel[0] > 0 else None)
     growth = [g for g in out["rss_growth_mib_per_h"].values() if g is not None]
     out["goals_met"] = {
@@ -86,8 +86,9 @@ def soak(args: argparse.Namespace, report: dict[str, Any]) -> None:
                            "--strategy", args.strategy, "--execution-horizon", str(args.execution_horizon),
                            "--rt-priority", str(args.rt_priority)])
     rig = LoopRig(rig_args, args.backend, args.rate_hz)
-    probe = PROBE.Probe()  # the machine's own wake-up lateness, per window beside the loop's
+    probe = None
     try:
+        probe = PROBE.Probe()  # the machine's own wake-up lateness, per window beside the loop's
         procs = {"loop": os.getpid(), "worker": rig.inference.pid}
         sched = Scheduler(args.rate_hz, rig.tick, window=args.window_ticks, rt_priority=args.rt_priority)
         sched.run(max_ticks=WARMUP_TICKS)
@@ -107,7 +108,9 @@ def soak(args: argparse.Namespace, report: dict[str, Any]) -> None:
             if args.out:
                 write_json_atomic(args.out, report)
     finally:
-        probe.close()
+        if probe is not None:
+            probe.close()
+            report["machine_probe"] = {"scheduling": probe.status, "exit_code": probe.proc.returncode}
         rig.close()
 
 

@@ -54,7 +54,11 @@ class Probe:
             if line.startswith("#"):
                 self.status = line[1:].strip()
                 continue
-            _, p99, worst = (float(x) for x in line.split())
+            try:
+                _, p99, worst = (float(x) for x in line.split())
+            except ValueError:  # not a figure line (a warning): kept as the status's tail, the window unchanged
+                self.status = f"{self.status}; unexpected line: {line.strip()[:200]}"
+                continue
             with self._lock:
                 self._worst["p99"] = max(self._worst.get("p99", 0.0), p99)
                 self._worst["max"] = max(self._worst.get("max", 0.0), worst)

@@ -70,6 +70,7 @@ class Diagnostics(SHUTDOWN.ProbeNode):  # type: ignore[name-defined,misc]
         self.lock = threading.Lock()
         self.latest: dict[str, dict[str, str]] = {}
         self.p99_max: dict[str, float] = {}
+        self.late_max: dict[str, float] = {}
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.node.create_publisher(String, "/omni_vla/instruction", latched).publish(String(data=instruction))
@@ -81,19 +82,21 @@ class Diagnostics(SHUTDOWN.ProbeNode):  # type: ignore[name-defined,misc]
                 node = "vla_node" if st.name.startswith("vla_node") else st.name
                 values = {kv.key: kv.value for kv in st.values}
                 self.latest[node] = values
-                try:
-                    p99 = float(values.get("tick_lateness_p99_ms", "nan"))
-                except ValueError:
-                    continue
-                if p99 == p99:
-                    self.p99_max[node] = max(self.p99_max.get(node, 0.0), p99)
+                for key, worst in (("tick_lateness_p99_ms", self.p99_max), ("tick_lateness_max_ms", self.late_max)):
+                    try:
+                        late = float(values.get(key, "nan"))
+                    except ValueError:
+                        continue
+                    if late == late:
+                        worst[node] = max(worst.get(node, 0.0), late)
 
-    def take_window(self) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
-        """The latest values and the worst p99 lateness each node reported since the last call."""
+    def take_window(self) -> tuple[dict[str, dict[str, str]], dict[str, float], dict[str, float]]:
+        """The latest values, and the worst p99 and max lateness each node reported since the last call."""
         with self.lock:
-            latest, p99 = {k: dict(v) for k, v in self.latest.items()}, dict(self.p99_max)
+            latest, p99, worst = {k: dict(v) for k, v in self.latest.items()}, dict(self.p99_max), dict(self.late_max)
             self.p99_max.clear()
-        return latest, p99
+            self.late_max.clear()
+        return latest, p99, worst
 
 
 def _int(values: dict[str, str], key: str) -> int:
@@ -112,15 +115,15 @@ def _float(values: dict[str, str], key: str) -> float | None:
 
 def window_record(t: float, latest: dict[str, dict[str, str]], p99: dict[str, float],
                   procs: dict[str, list[tuple[float, float, int]]], since: float,
-                  machine: dict[str, float] | None = None) -> dict[str, Any]:
-    """One window: `p99` is each node's worst reported p99, `machine` the probe's worst p99/max in the window."""
+                  machine: dict[str, float] | None = None, worst: dict[str, float] | None = None) -> dict[str, Any]:
+    """One window: `p99` and `worst` are the worst p99 and max each node reported in it, `machine` the probe's."""
     vla, sup = latest.get("vla_node", {}), latest.get("safety_supervisor", {})
-    machine = machine or {}
+    machine, worst = machine or {}, worst or {}
     return {"t_end_s": round(t, 1),
             "p99_lateness_ms": {n: round(v, 4) for n, v in {**p99, **({MACHINE: machine["p99"]} if "p99" in machine
                                                                      else {})}.items()},
-            "max_lateness_ms": {**{n: _float(latest.get(n, {}), "tick_lateness_max_ms") for n in ("vla_node",
-                                                                                               "safety_supervisor")},
+            "max_lateness_ms": {**{n: worst.get(n, _float(latest.get(n, {}), "tick_lateness_max_ms"))
+                                   for n in ("vla_node", "safety_supervisor")},
                                 **({MACHINE: machine["max"]} if "max" in machine else {})},
             "vla": {k: _int(vla, k) for k in ("missed_ticks", "overruns", "starved_ticks", "holds", "commands",
                                                "worker_restarts", "clock_jumps_back")},
@@ -184,7 +187,12 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
     diags = Diagnostics(domain, instruction)
-    probe = PROBE.Probe(env)
+    try:
+        probe = PROBE.Probe(env)
+    except BaseException:
+        diags.close()
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     procs: dict[str, list[tuple[float, float, int]]] = {}
     windows: list[dict[str, Any]] = []
     t0 = time.monotonic()
@@ -194,7 +202,8 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
         return {"minutes": minutes, "window_s": window_s, "launch_args": launch_args, "sample_s": SAMPLE_S,
                 "graph_exited_early": proc.returncode is not None and time.monotonic() - t0 < 60.0 * minutes,
                 "traceback": "Traceback" in out, "summary": summarise(windows, procs, window_s), "windows": windows,
-                "samples": {n: s for n, s in procs.items()}, "log_tail": out[-3000:], "partial": partial}
+                "samples": {n: s for n, s in procs.items()}, "log_tail": out[-3000:], "partial": partial,
+                "machine_probe": {"scheduling": probe.status, "exit_code": probe.proc.returncode}}
     try:
         while time.monotonic() - t0 < 60.0 and "vla_node" not in diags.latest:
             time.sleep(0.5)
@@ -211,8 +220,8 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
                 if s is not None:
                     procs.setdefault(name, []).append((round(t, 1), *s))
             if t >= next_window:
-                latest, p99 = diags.take_window()
-                windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5, probe.take_window()))
+                latest, p99, worst = diags.take_window()
+                windows.append(window_record(t, latest, p99, procs, t - SAMPLE_S * 1.5, probe.take_window(), worst))
                 cpu_now = machine_cpu()
                 windows[-1]["machine"] = cpu_use(cpu_mark, cpu_now, t - t_mark)
                 cpu_mark, t_mark = cpu_now, t
@@ -221,8 +230,8 @@ def soak(install: Path, workdir: Path, minutes: float, window_s: float, launch_a
                 next_window += window_s
             time.sleep(SAMPLE_S)
         if len(windows) == 0 or windows[-1]["t_end_s"] < time.monotonic() - t0 - window_s / 2:
-            latest, p99 = diags.take_window()
-            windows.append(window_record(time.monotonic() - t0, latest, p99, procs, 0.0, probe.take_window()))
+            latest, p99, worst = diags.take_window()
+            windows.append(window_record(time.monotonic() - t0, latest, p99, procs, 0.0, probe.take_window(), worst))
     finally:
         diags.close()
         probe.close()

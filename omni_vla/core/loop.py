@@ -253,21 +253,30 @@ class Scheduler:
             self.next_tick = k
 
 
-def set_process_priority(priority: int) -> str:
-    """SCHED_FIFO for every thread this process has now (an executor, DDS's threads): a normal-priority thread
-    preempted by another process while it holds the GIL keeps a SCHED_FIFO loop thread waiting for it (the
-    supervisor measured 8 ms on a busy machine). Threads started later inherit it; no child process does."""
-    policy = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
+def raise_python_threads(priority: int) -> str:
+    """SCHED_FIFO `priority` for this process's Python threads below it (the executor, a client's reader): a
+    normal-priority thread preempted by another process while it holds the GIL keeps a SCHED_FIFO loop thread
+    waiting (the supervisor measured 8 ms on a busy machine). Native threads (DDS's, BLAS pools) never take the GIL
+    and keep their priority: an idle BLAS worker spin-waits, which must not happen above normal processes.
+    Never lowers a thread. SCHED_RESET_ON_FORK: neither a child process nor a thread started later inherits it
+    (the kernel resets both), so call again once new threads exist."""
+    reset = getattr(os, "SCHED_RESET_ON_FORK", 0)
     raised = 0
-    for tid in os.listdir("/proc/self/task"):
+    for thread in threading.enumerate():
+        tid = thread.native_id
         try:
-            os.sched_setscheduler(int(tid), policy, os.sched_param(priority))
+            if tid is None:
+                continue
+            realtime = (os.sched_getscheduler(tid) & ~reset) in (os.SCHED_FIFO, os.SCHED_RR)
+            if realtime and os.sched_getparam(tid).sched_priority >= priority:
+                continue  # the loop thread, above
+            os.sched_setscheduler(tid, os.SCHED_FIFO | reset, os.sched_param(priority))
             raised += 1
         except ProcessLookupError:
             continue  # the thread ended meanwhile
         except (AttributeError, OSError) as exc:
-            return f"SCHED_FIFO {priority} unavailable for the node's threads ({exc}); normal priority"
-    return f"SCHED_FIFO {priority} for the node's {raised} other threads"
+            return f"SCHED_FIFO {priority} unavailable for the Python threads ({exc}); {raised} raised before"
+    return f"SCHED_FIFO {priority} for the Python threads ({raised} raised)"
 
 
 def set_realtime_priority(priority: int) -> str:

@@ -15,7 +15,9 @@ OK, WARN, ERROR = 0, 1, 2
 _LEVEL = {"OK": OK, "INACTIVE": OK, "WAITING": WARN, "STALE": WARN, "ERROR": ERROR}
 INTERVENTIONS = "interventions/"  # the supervisor's diagnostics key prefix for its intervention counters
 MAX_NEW_INTERVENTIONS = 16  # per supervisor status: a counter jump (a restart elsewhere) is not a storm
-LATENESS_WINDOW_S = 10.0  # tick lateness p99/max over the last 10 s, like the supervisor's (1000 wake-ups at 100 Hz)
+# Tick lateness p99/max over the last 1000 ticks, or 10 s where that holds more: the supervisor's 1000 wake-ups
+# (10 s at 100 Hz); fewer samples would make "p99" the window's maximum at a slow policy's rate.
+LATENESS_WINDOW_TICKS, LATENESS_WINDOW_S = 1000, 10.0
 
 
 @dataclass
@@ -68,7 +70,7 @@ def loop_report(loop: Any, scheduler: Any, inference: Any, active: bool, counts:
         message = f"{message}; {ctl.too_slow(lat['p95_ms'] / 1e3)}"
     with store.lock:
         ages = {k: ("none" if t is None else round(1e3 * (now - t), 1)) for k, t in store.stamps.items()}
-    window = max(1, round(LATENESS_WINDOW_S * loop.settings.rate_hz))
+    window = max(LATENESS_WINDOW_TICKS, round(LATENESS_WINDOW_S * loop.settings.rate_hz))
     p99, worst = st.recent(99, window)
     values = {
         "state": state, "backend": inference.backend, "strategy": s["strategy"], "rate_hz_target": loop.settings.rate_hz,

@@ -54,7 +54,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop
 from omni_vla.core.controller import Controller
-from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler, set_process_priority
+from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler, raise_python_threads
 from omni_vla.core.perception import (ImageRejected, InstructionRejected, JointStateRejected, ObservationStore,
                                       check_encoding, decode_compressed)
 from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
@@ -118,7 +118,8 @@ class VlaNode(Node):
         self.store: ObservationStore | None = None
         self.scheduler: Scheduler | None = None
         self._thread: threading.Thread | None = None
-        self.threads_scheduling = "normal"  # the executor's and DDS's threads (main() may raise them)
+        self.threads_scheduling = "normal"  # the executor's and other Python threads (main() may raise them)
+        self._threads_priority = 0
         self._subs: list[Any] = []
         self._pubs: list[Any] = []
         self._timer: Any = None
@@ -213,6 +214,7 @@ class VlaNode(Node):
         for warning in built.warnings():
             log.warning(warning)
         log.info(built.summary(self.sim_time))
+        self._raise_threads()  # the threads configure started (the worker's client, a re-planner's)
         return TransitionCallbackReturn.SUCCESS
 
     def _adopt(self, built: Assembly) -> None:
@@ -231,12 +233,17 @@ class VlaNode(Node):
                                    window=max(1000, int(60 * cfg.rate_hz)), rt_priority=cfg.realtime_priority)
 
     def raise_threads(self) -> None:
-        """The process's threads (this executor, DDS's) to SCHED_FIFO just below the loop thread, which raises
-        itself to `realtime_priority` when it starts; the entry point's choice, not a library's (tests run nodes
-        in their own process)."""
+        """From now on the node's Python threads (this executor, and after each configure the threads it started)
+        run under SCHED_FIFO just below the loop thread, which raises itself to `realtime_priority` when it starts.
+        The entry point's choice, not a library's: tests build nodes inside their own process."""
         value = self.get_parameter("realtime_priority").value
         if isinstance(value, int) and 1 < value <= 99:
-            self.threads_scheduling = set_process_priority(value - 1)
+            self._threads_priority = value - 1
+            self._raise_threads()
+
+    def _raise_threads(self) -> None:
+        if self._threads_priority:
+            self.threads_scheduling = raise_python_threads(self._threads_priority)
             self.get_logger().info(f"threads: {self.threads_scheduling}")
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:

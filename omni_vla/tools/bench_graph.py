@@ -107,7 +107,7 @@ def run_probe(domain_id: int, t_launch: float, warmup: float, duration: float, s
 
     `priority` > 0 runs it under SCHED_FIFO like ros2_control's controller manager (50 by default), so
     the figures are the nodes' and not those of a subscriber starved by whatever else the machine runs."""
-    # Before rclpy.init, so the DDS threads inherit it.
+    # The executor (this thread); DDS's threads start at normal priority (SCHED_RESET_ON_FORK resets threads too).
     scheduling = set_realtime_priority(priority) if priority > 0 else "normal"
     node, executor = _init(domain_id, "bench_probe")
     reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)

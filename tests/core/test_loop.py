@@ -199,40 +199,95 @@ def test_the_spin_before_a_tick_is_at_most_a_fifth_of_the_period(rate_hz: float,
     assert shared.spin_s == pytest.approx(0.0002)  # the node's own clock is fitted too
 
 
-def test_process_priority_asks_fifo_for_every_thread_and_skips_one_that_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, current: dict[int, tuple[int, int]], gone: int = -1) -> list:
+    """os' scheduling calls faked: `current` {tid: (policy, priority)} (default normal); returns the set calls."""
     import os
 
     from omni_vla.core import loop
 
     calls: list[tuple[int, int, int]] = []
-    release = threading.Event()
-    ending = threading.Thread(target=release.wait, daemon=True)  # a thread that ends between listing and asking
-    ending.start()
-    gone = ending.native_id
 
-    def fake(tid: int, policy: int, param: os.sched_param) -> None:
+    def check(tid: int) -> None:
         if tid == gone:
             raise ProcessLookupError(3, "No such process")
+
+    def getscheduler(tid: int) -> int:
+        check(tid)
+        return current.get(tid, (os.SCHED_OTHER, 0))[0]
+
+    def getparam(tid: int) -> os.sched_param:
+        return os.sched_param(current.get(tid, (os.SCHED_OTHER, 0))[1])
+
+    def setscheduler(tid: int, policy: int, param: os.sched_param) -> None:
+        check(tid)
         calls.append((tid, policy, param.sched_priority))
 
-    monkeypatch.setattr(loop.os, "sched_setscheduler", fake)
-    tids = {int(t) for t in os.listdir("/proc/self/task")} - {gone}
-    status = loop.set_process_priority(49)
-    release.set()
-    assert threading.get_native_id() in tids and {c[0] for c in calls} >= tids and all(c[1:] == (os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, 49) for c in calls)
-    assert status == f"SCHED_FIFO 49 for the node's {len(calls)} other threads"
+    monkeypatch.setattr(loop.os, "sched_getscheduler", getscheduler)
+    monkeypatch.setattr(loop.os, "sched_getparam", getparam)
+    monkeypatch.setattr(loop.os, "sched_setscheduler", setscheduler)
+    return calls
 
 
-def test_process_priority_without_privilege_says_so_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_threads_are_raised_below_the_loop_and_never_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
     from omni_vla.core import loop
 
-    calls: list[int] = []
+    release = threading.Event()
+    threads = [threading.Thread(target=release.wait, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    above, ended, below = (t.native_id for t in threads)  # the loop at 50; one that ends; one at FIFO 10
+    try:
+        calls = _fake_scheduling(monkeypatch, {above: (os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, 50),
+                                               below: (os.SCHED_FIFO, 10)}, gone=ended)
+        status = loop.raise_python_threads(49)
+    finally:
+        release.set()
+    asked = {c[0] for c in calls}
+    assert threading.get_native_id() in asked and below in asked and above not in asked and ended not in asked
+    assert all(c[1:] == (os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, 49) for c in calls)
+    assert status == f"SCHED_FIFO 49 for the Python threads ({len(calls)} raised)"
+
+
+def test_raising_threads_without_privilege_says_so_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omni_vla.core import loop
+
+    _fake_scheduling(monkeypatch, {})
+    asked: list[int] = []
 
     def refuse(tid: int, policy: int, param: object) -> None:
-        calls.append(tid)
+        asked.append(tid)
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(loop.os, "sched_setscheduler", refuse)
-    status = loop.set_process_priority(49)
-    assert status == "SCHED_FIFO 49 unavailable for the node's threads ([Errno 1] Operation not permitted); normal priority"
-    assert len(calls) == 1
+    status = loop.raise_python_threads(49)
+    assert status == "SCHED_FIFO 49 unavailable for the Python threads ([Errno 1] Operation not permitted); 0 raised before"
+    assert len(asked) == 1
+
+
+def test_a_raised_thread_starts_threads_at_normal_priority_again() -> None:
+    """Why vla_node raises again after configure: SCHED_RESET_ON_FORK resets threads too, not only processes."""
+    import os
+
+    seen: list[int] = []
+
+    def child() -> None:
+        seen.append(os.sched_getscheduler(0))
+
+    def parent() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
+        except PermissionError:
+            seen.append(-1)
+            return
+        t = threading.Thread(target=child)
+        t.start()
+        t.join()
+
+    p = threading.Thread(target=parent)
+    p.start()
+    p.join()
+    if seen == [-1]:
+        pytest.skip("no real-time privilege here")
+    assert seen == [os.SCHED_OTHER]

@@ -34,3 +34,16 @@ def test_bench_graph_reports_both_command_streams_and_the_supervisor_tick() -> N
     assert 0 <= window["vla_missed_ticks"] <= result["vla_loop"]["missed_ticks"]
     assert 0 <= window["starved_ticks"] <= result["vla_loop"]["starved_ticks"]
     assert all(code in (0, -2) for code in result["exit_codes"].values()), result["exit_codes"]
+
+
+@pytest.mark.parametrize("values, now, covered", [
+    ({"tick_lateness_window_ticks": "1000", "rate_hz": "100"}, 25.0, True),  # the supervisor: 10 s ending at 25
+    ({"tick_lateness_window_ticks": "1000", "rate_hz_target": "20"}, 25.0, False),  # vla_node: 50 s, before the window
+    ({"tick_lateness_window_ticks": "1000", "rate_hz_target": "20"}, 70.0, True),
+    ({"tick_lateness_window_ticks": "1000", "rate_hz": "100"}, 95.0, False),  # after the window's end
+    ({"tick_lateness_window_ticks": "1000"}, 25.0, False),  # no rate: not used
+])
+def test_a_nodes_lateness_figures_count_only_when_their_span_lies_in_the_window(values, now, covered) -> None:
+    from omni_vla.tools.bench_graph import _covers
+
+    assert _covers(values, [10.0, 90.0], now) is covered
