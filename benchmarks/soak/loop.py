@@ -111,6 +111,8 @@ def soak(args: argparse.Namespace, report: dict[str, Any]) -> None:
         if probe is not None:
             probe.close()
             report["machine_probe"] = {"scheduling": probe.status, "exit_code": probe.proc.returncode}
+            if args.out and report["windows"]:
+                write_json_atomic(args.out, report)
         rig.close()
 
 
