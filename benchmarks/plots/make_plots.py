@@ -281,6 +281,8 @@ def _soak_axes(axes, d: dict, what: str) -> None:  # noqa: ANN001
         for node in ("vla_node", "safety_supervisor", "machine_probe"):
             pts = [(w["t_end_s"] / 60.0, w["p99_lateness_ms"][node]) for w in run["windows"]
                    if node in w["p99_lateness_ms"]]
+            if not pts:
+                continue
             axes[1].plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=prefix + node)
     axes[1].set_yscale("log")
     axes[1].set_xlabel("end of window (minutes)")
