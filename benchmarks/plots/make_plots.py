@@ -211,13 +211,15 @@ def plot_vla_loop(d: dict, out: Path) -> None:
 
 def _plot_executor_priority(ax: "plt.Axes", ab: dict) -> None:
     """vla_node's loop lateness p99 per run, by the priority of its other threads (interleaved rounds)."""
-    builds = list(dict.fromkeys(r["build"] for r in ab["runs"]))
+    runs = ab["runs"] + ab.get("python_threads", {}).get("runs", [])
+    builds = list(dict.fromkeys(r["build"] for r in runs))
     for i, build in enumerate(builds):
-        vals = [r["vla_tick_lateness_ms"]["p99"] for r in ab["runs"] if r["build"] == build]
+        vals = [r["vla_tick_lateness_ms"]["p99"] for r in runs if r["build"] == build]
         ax.scatter([i] * len(vals), vals, s=18)
         ax.plot([i - 0.2, i + 0.2], [statistics.median(vals)] * 2, color="k", lw=1.5)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(builds)), builds, fontsize=7)
+    ax.set_xticks(range(len(builds)), [b.replace(" SCHED", "\nSCHED").replace(" normal", "\nnormal") for b in builds],
+                  fontsize=6)
     ax.set_xlim(-0.6, len(builds) - 0.4)
     ax.set_ylabel("vla_node loop tick lateness p99, ms (log; bar: median)")
     ax.set_title("reference bundle, 2 CPU burners, 60-s windows, rounds interleaved", fontsize=8)

@@ -243,8 +243,10 @@ class VlaNode(Node):
 
     def _raise_threads(self) -> None:
         if self._threads_priority:
-            self.threads_scheduling = raise_python_threads(self._threads_priority)
-            self.get_logger().info(f"threads: {self.threads_scheduling}")
+            status = raise_python_threads(self._threads_priority)
+            if not status.endswith("(0 raised)") or self.threads_scheduling == "normal":
+                self.threads_scheduling = status  # a later call with nothing new keeps what the first said
+                self.get_logger().info(f"threads: {status}")
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None
