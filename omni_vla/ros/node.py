@@ -245,8 +245,7 @@ class VlaNode(Node):
         if self._threads_priority:
             status = raise_python_threads(self._threads_priority)
             if not status.endswith("(0 raised)") or self.threads_scheduling == "normal":
-                self.threads_scheduling = status  # a later call with nothing new keeps what the first said
-                self.get_logger().info(f"threads: {status}")
+                self.threads_scheduling = status  # in diagnostics; a later call with nothing new keeps the first's
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         assert self.scheduler is not None and self.controller is not None
