@@ -93,6 +93,7 @@ def soak(args: argparse.Namespace, report: dict[str, Any]) -> None:
         sched = Scheduler(args.rate_hz, rig.tick, window=args.window_ticks, rt_priority=args.rt_priority)
         sched.run(max_ticks=WARMUP_TICKS)
         report["scheduling"] = sched.rt_status
+        report["feeder_scheduling"] = "; ".join(rig.feeder_scheduling)
         t0, done = time.monotonic(), 0
         probe.take_window()
         while done < args.ticks:

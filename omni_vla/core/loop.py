@@ -253,6 +253,12 @@ class Scheduler:
             self.next_tick = k
 
 
+def threads_priority_below(loop_priority: int) -> int:
+    """The SCHED_FIFO priority of a loop's Python threads: just below its loop thread, which must preempt them;
+    0 (normal scheduling) where the loop itself is not above the lowest real-time priority."""
+    return loop_priority - 1 if 1 < loop_priority <= 99 else 0
+
+
 def raise_python_threads(priority: int) -> str:
     """SCHED_FIFO `priority` for this process's Python threads below it (the executor, a client's reader): a
     normal-priority thread preempted by another process while it holds the GIL keeps a SCHED_FIFO loop thread

@@ -54,7 +54,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from omni_vla.cloud import Replanner
 from omni_vla.core.assembly import Loop
 from omni_vla.core.controller import Controller
-from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler, raise_python_threads
+from omni_vla.core.loop import MonotonicClock, PolledClock, Scheduler, raise_python_threads, threads_priority_below
 from omni_vla.core.perception import (ImageRejected, InstructionRejected, JointStateRejected, ObservationStore,
                                       check_encoding, decode_compressed)
 from omni_vla.core.settings import LIVE_LOOP_SETTINGS, VlaNodeConfig, flatten
@@ -237,8 +237,8 @@ class VlaNode(Node):
         run under SCHED_FIFO just below the loop thread, which raises itself to `realtime_priority` when it starts.
         The entry point's choice, not a library's: tests build nodes inside their own process."""
         value = self.get_parameter("realtime_priority").value
-        if isinstance(value, int) and 1 < value <= 99:
-            self._threads_priority = value - 1
+        if isinstance(value, int):
+            self._threads_priority = threads_priority_below(value)
             self._raise_threads()
 
     def _raise_threads(self) -> None:

@@ -6,7 +6,7 @@ RGB) and joint states (100 Hz) into it like the subscriber callbacks do, and the
 worker process. execution_horizon=1 by default, so a new chunk is requested on every tick at which
 the worker is free: inference runs for the whole measurement. The loop thread runs under SCHED_FIFO
 50 like vla_node's default, the feeder at 49 like its executor (--rt-priority 0 for normal scheduling;
-"scheduling" in the JSON says which one really applied).
+"scheduling" and "feeder_scheduling" in the JSON say which one really applied).
 
     python -m omni_vla.tools.bench_loop --bundle bundles/reference --json [--ticks 10000] [--backends mnn,executorch]
 
@@ -36,7 +36,7 @@ from omni_vla.backends import ROBOT_BACKENDS
 from omni_vla.cloud import ReplanConfig, Replanner
 from omni_vla.core.assembly import build_loop
 from omni_vla.core.chunking import STRATEGIES
-from omni_vla.core.loop import Scheduler, set_realtime_priority
+from omni_vla.core.loop import Scheduler, set_realtime_priority, threads_priority_below
 from omni_vla.core.settings import LoopSettings
 from omni_vla.inference.client import open_runtime
 from omni_vla.inference.worker import ProcessInference
@@ -55,11 +55,10 @@ def _factory(spec: str | None) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def _feeder(store: Any, stop: threading.Event, size: int, dof: int, priority: int = 0) -> None:
+def _feeder(store: Any, stop: threading.Event, size: int, dof: int, priority: int, status: list[str]) -> None:
     """Camera frames at 30 Hz and joint states at 100 Hz, as ROS callbacks would deliver them; `priority` > 0:
-    under SCHED_FIFO there, as vla_node's executor runs just below its loop thread."""
-    if priority > 0:
-        set_realtime_priority(priority)
+    under SCHED_FIFO there, as vla_node's executor runs just below its loop thread (what applied goes to `status`)."""
+    status.append(set_realtime_priority(priority) if priority > 0 else "normal")
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (size, size, 3), dtype=np.uint8) for _ in range(4)]
     names = list(store.joint_names)
@@ -93,9 +92,10 @@ class LoopRig:
         self.inference, self.controller, self.store = inference, self.loop.controller, self.loop.store
         self.store.set_instruction(args.instruction)
         self._stop = threading.Event()
-        rt = getattr(args, "rt_priority", 0)
+        self.feeder_scheduling: list[str] = []
         self._feed = threading.Thread(target=_feeder, args=(self.store, self._stop, 128, inference.action_dim,
-                                                            rt - 1 if rt > 1 else 0), daemon=True)
+                                                            threads_priority_below(getattr(args, "rt_priority", 0)),
+                                                            self.feeder_scheduling), daemon=True)
         self._feed.start()
         while self.store.obs["wrist"] is None or self.store.obs["qpos"] is None:
             time.sleep(0.005)
@@ -166,7 +166,7 @@ def bench_rate(args: argparse.Namespace, backend: str, rate_hz: float, cloud_url
             holds=counts["holds"], starved_ticks=counts["starved_ticks"],
             inference_latency_ms=rig.controller.latency_summary(), worker_restarts=rig.inference.restarts,
             wall_s=round(wall, 3), final_state=f"{rig.controller.state}: {rig.controller.reason}",
-            scheduling=sched.rt_status,
+            scheduling=sched.rt_status, feeder_scheduling="; ".join(rig.feeder_scheduling),
         )
         if rig.loop.replanner is not None:
             st = rig.loop.replanner.status()

@@ -250,6 +250,14 @@ def test_python_threads_are_raised_below_the_loop_and_never_lowered(monkeypatch:
     assert status == f"SCHED_FIFO 49 for the Python threads ({len(calls)} raised)"
 
 
+@pytest.mark.parametrize(("loop_priority", "threads"), [(50, 49), (99, 98), (2, 1), (1, 0), (0, 0), (-3, 0), (100, 0)])
+def test_python_threads_run_just_below_a_realtime_loop_and_normal_beside_a_normal_one(loop_priority: int,
+                                                                                         threads: int) -> None:
+    from omni_vla.core.loop import threads_priority_below
+
+    assert threads_priority_below(loop_priority) == threads
+
+
 def test_raising_threads_without_privilege_says_so_and_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     from omni_vla.core import loop
 

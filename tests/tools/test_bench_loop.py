@@ -23,7 +23,7 @@ def test_cloud_runs_are_interleaved_with_local_ones_and_really_splice_plans(tmp_
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
     local = out["mnn@50"]
-    assert "cloud" not in local
+    assert "cloud" not in local and local["feeder_scheduling"] == "normal"  # --rt-priority 0: both threads normal
     for name, network in (("mnn@50+cloud", "process"), ("mnn@50+cloud-thread", "thread")):
         cloud = out[name]
         assert local["ticks"] == cloud["ticks"] == 300 and cloud["cloud"]["network"] == network

@@ -68,6 +68,7 @@ def test_a_short_run_writes_each_window_with_both_processes(tmp_path_factory, tm
     assert all(w["rss_mib"]["worker"] > 0 and w["fds"]["loop"] > 3 for w in report["windows"])
     assert report["summary"]["ticks"] == 1500 and json.loads(res.stdout)["windows"] == 3
     assert all("machine_probe" in w for w in report["windows"]) and report["machine_probe"]["scheduling"]
+    assert report["feeder_scheduling"] == "normal", "--rt-priority 0: the feeder at normal scheduling as the loop"
     assert any("p99" in w["machine_probe"] for w in report["windows"]), "the probe reports once a second"
 
 
