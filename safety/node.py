@@ -367,7 +367,7 @@ def main(args: list[str] | None = None) -> int:
         with ros_main(args, cleanup, before_init=before_init, rclpy_signals=False, name=NODE_NAME) as stop:
             node = SafetySupervisorNode()
             cleanup += [node.stop_and_hold, node.destroy_node]
-            node.get_logger().info(f"executor and DDS threads: {scheduling[0]}")
+            node.get_logger().info(f"executor thread: {scheduling[0]}")
             spin_until_stopped(node, stop)
     except ValidationError as exc:
         print(f"{NODE_NAME}: refusing to start: {explain(exc)}", file=sys.stderr)

@@ -329,11 +329,15 @@ def plot_loop_soak(d: dict, out: Path) -> None:
     axes[0].legend(fontsize=8)
     for key, style in (("p50_lateness_ms", ":"), ("p99_lateness_ms", "-"), ("max_lateness_ms", "--")):
         axes[1].plot(minutes, [w[key] for w in ws], style, label=key.replace("_", " "))
+    probe = [(m, w["machine_probe"]["p99"]) for m, w in zip(minutes, ws) if "p99" in w.get("machine_probe", {})]
+    if probe:
+        axes[1].plot(*zip(*probe), "-", color="grey", alpha=0.6, label="machine probe p99 (probe.py, 100 Hz)")
     axes[1].set_yscale("log")
     axes[1].set_xlabel("end of window (minutes)")
     axes[1].set_ylabel(f"tick lateness per window of {d['settings']['window_ticks']:,} ticks (ms)")
     axes[1].legend(fontsize=8)
-    runs = [("this run", d)] + [(k, d[k]) for k in ("before_spin_cap", "stress_horizon_1_before_spin_cap") if k in d]
+    keys = ("earlier", "before_spin_cap", "stress_horizon_1_before_spin_cap")
+    runs = [("this run", d)] + [(k.replace("_", " "), d[k]) for k in keys if k in d]
     for label, run in runs:
         axes[2].plot([w["t_end_s"] / 60.0 for w in run["windows"]], [w["missed_ticks"] for w in run["windows"]],
                      marker="o", label=f"{label} (horizon {run['settings']['execution_horizon']})")
