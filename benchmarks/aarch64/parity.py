@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from omni_vla.backends import EAGER, ROBOT_BACKENDS
-from omni_vla.runtime.registry import flow_runtime
+from omni_vla.runtime.registry import BackendUnavailable, flow_runtime
 
 INPUTS = ("front", "wrist", "state", "instruction", "prefix", "prefix_len", "noise")
 
@@ -63,7 +63,7 @@ def check(bundle: Path, ref: Path) -> dict:
     for backend in ROBOT_BACKENDS:
         try:
             rt = flow_runtime(backend)(bundle, 1)
-        except ImportError as exc:  # a runtime without a wheel for this CPU
+        except (ImportError, BackendUnavailable) as exc:  # a runtime without a wheel for this CPU
             report[backend] = {"skipped": f"{type(exc).__name__}: {exc}"}
             continue
         got = run(rt, obs)
