@@ -90,6 +90,17 @@ def test_the_runtime_sets_f32_and_the_nodes_threads_even_over_a_library_left_at_
     assert got["snr_db"] >= FP32_DB, got
 
 
+def test_bench_runtime_times_each_thread_count_of_an_openvino_bundle_in_a_process_of_its_own(bundle: Path) -> None:
+    """OpenVINO is configured once per process: `--threads 1,2` in one process was refused at the second count."""
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--threads", "1,2", "--reps", "1", "--warmup", "0", "--backends", "executorch", "--json"],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    runs = json.loads(res.stdout)
+    assert [r["threads"] for r in runs] == [1, 2]
+    assert all(r["backends"]["executorch"]["median_ms"] > 0 for r in runs), runs
+
+
 def test_a_robot_without_openvino_refuses_the_bundle_in_one_line_naming_the_set_up(bundle: Path, tmp_path: Path) -> None:
     got = _run_in_child(bundle, 1, {**os.environ, "OMNI_VLA_OPENVINO_DIR": str(tmp_path / "none")})
     assert "OpenVINO is not installed" in got["error"] and "make setup-openvino" in got["error"], got
