@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import subprocess
+import statistics
 from pathlib import Path
 
 PARITY_GOAL_DB = 40.0
@@ -189,7 +190,11 @@ def plot(stages: dict, out: Path) -> None:
     axes[-1].axhline(CHUNK_GOAL_S * 1e3, color="red", ls="--", lw=1, label=f"goal {CHUNK_GOAL_S} s @2 thr")
     axes[-1].legend(fontsize=8, loc="lower right")
     if extra:
-        _plot_bench_runtime(fig.add_subplot(grid[1, :]), extra, stages.get("bench_runtime_stages_int8"))
+        ov = stages.get("bench_runtime_stages_openvino")
+        _plot_bench_runtime(fig.add_subplot(grid[1, :4] if ov else grid[1, :]), extra,
+                            stages.get("bench_runtime_stages_int8"))
+        if ov:
+            _plot_openvino(fig.add_subplot(grid[1, 4]), ov)
     fig.suptitle("omni-vla import lerobot: full-size SmolVLA (LeRobot 0.4.4 checkpoint), per-stage latency"
                  + (" (top: bench_vla under load; bottom: bench runtime --stages)" if extra else ""))
     fig.tight_layout()
@@ -219,6 +224,25 @@ def _plot_bench_runtime(ax, extra: dict, int8: dict | None = None) -> None:  # n
                        for variant, runs in variants for r in runs for b in r["backends"])
     when = extra["date"] + (f"; int8 {int8['date']}" if int8 else "")
     ax.set_title(f"omni-vla bench runtime --stages, idle machine ({when}): whole chunk {chunks}", fontsize=9)
+
+
+def _plot_openvino(ax, ov: dict) -> None:  # noqa: ANN001
+    """The OpenVINO-delegated bundle against XNNPACK, whole chunk per interleaved round (bench_runtime_stages_openvino)."""
+    colors = {"openvino": "tab:red", "xnnpack": "tab:blue"}
+    for i, threads in enumerate((1, 2)):
+        per = ov["summary"][f"{threads}_threads"]
+        for j, variant in enumerate(("openvino", "xnnpack")):
+            got = [ms / 1e3 for ms in per[f"chunk_ms_{variant}_per_round"]]
+            x = i + (j - 0.5) * 0.35
+            ax.bar(x, statistics.median(got), 0.35, color=colors[variant], label=variant if i == 0 else None)
+            ax.plot([x] * len(got), got, "k.", ms=4)
+        ratios = ", ".join(f"{r:.2f}" for r in per["openvino_over_xnnpack_per_round"])
+        ax.text(i, max(per["chunk_ms_openvino_per_round"] + per["chunk_ms_xnnpack_per_round"]) / 1e3, f"ov/xnn {ratios}",
+                ha="center", va="bottom", fontsize=7)
+    ax.set_xticks([0, 1], ["1 thr", "2 thr"])
+    ax.set_ylabel("whole chunk (s), rounds as dots")
+    ax.set_title(f"OpenVINO vs XNNPACK, busy ({ov['date']})", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
 
 
 def fmt(v, unit: str = "") -> str:  # noqa: ANN001
