@@ -1,5 +1,6 @@
 """Runtime benchmark: one full inference (prefix + N-step flow head) on PyTorch eager, onnxruntime,
-ExecuTorch and MNN, same bundle and inputs, interleaved in one process, per thread count.
+ExecuTorch and MNN, same bundle and inputs, interleaved in one process, per thread count (a bundle on ExecuTorch's
+OpenVINO delegate: one process per thread count, since OpenVINO is configured once per process).
 
 `torch` is the training model as users run it (the baseline of speedup_vs_torch); `torch-folded` is
 eager PyTorch on the folded stages the artifacts were exported from, so speedup_vs_torch_folded
@@ -28,7 +29,7 @@ import numpy as np
 
 from omni_vla.backends import ALL_BACKENDS, EAGER, ROBOT_BACKENDS
 from omni_vla.runtime.bundle import load_bundle, read_manifest
-from omni_vla.runtime.registry import flow_runtime, sniff_kind
+from omni_vla.runtime.registry import flow_runtime, openvino_delegated, read_any_manifest, sniff_kind
 from omni_vla.runtime.flow import SteppedFlow
 from omni_vla.tools.errors import choice_list, comma_list, existing_bundle, non_negative_int, positive_int
 from omni_vla_policies.stdio import stdout_to_stderr
@@ -227,32 +228,23 @@ def bench(bundle_dir: Path, threads: int, reps: int, warmup: int, backends: tupl
     return res
 
 
-def configured_once_per_process(bundle_dir: Path) -> bool:
-    """Whether a program of the bundle runs on ExecuTorch's OpenVINO delegate, whose library is configured once per
-    process (runtime/openvino.py): each thread count is then measured in a process of its own."""
-    def delegates(node: object) -> bool:
-        if isinstance(node, dict):
-            return node.get("delegate") == "openvino" or any(delegates(v) for v in node.values())
-        return isinstance(node, list) and any(delegates(v) for v in node)
-    return delegates(json.loads((bundle_dir / "manifest.json").read_text()))
-
-
-def per_thread_process(argv: list[str], threads: list[int]) -> list | None:
-    """This benchmark once per thread count, each in a child process (argparse keeps the last --threads)."""
+def per_thread_process(argv: list[str], threads: list[int]) -> tuple[int, list]:
+    """This benchmark once per thread count, each through the CLI in a child process (argparse keeps the last
+    --threads), so a refusal there is the CLI's one line; the first non-zero exit code stops it."""
     results: list = []
     for n in threads:
-        res = subprocess.run([sys.executable, "-m", "omni_vla_policies.bench_runtime", *argv, "--threads", str(n),
-                              "--json"], stdout=subprocess.PIPE, text=True)
+        res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", *argv, "--threads",
+                              str(n), "--json"], stdout=subprocess.PIPE, text=True)
         if res.returncode != 0:
-            return None
+            return res.returncode, results
         results += json.loads(res.stdout)
-    return results
+    return 0, results
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="omni-vla bench runtime", description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=existing_bundle, required=True)
-    p.add_argument("--threads", type=comma_list(positive_int), default=[1, 2], help="comma list of thread counts")
+    p.add_argument("--threads", type=comma_list(positive_int), default=[1, 2], help="comma list of thread counts (an OpenVINO-delegated bundle: one process each)")
     p.add_argument("--reps", type=positive_int, default=200)
     p.add_argument("--warmup", type=non_negative_int, default=20)
     p.add_argument("--backends", type=choice_list(ALL_BACKENDS), default=list(ALL_BACKENDS), help="comma list")
@@ -267,13 +259,12 @@ def main(argv: list[str] | None = None) -> int:
         if a.cold_start:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
-        if len(threads) > 1 and configured_once_per_process(a.bundle):
-            results = per_thread_process(list(sys.argv[1:] if argv is None else argv), threads)
-            if results is None:
-                return 1  # the child said why, in one line
-            print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
-            return 0
         kind = sniff_kind(a.bundle)
+        if kind is not None and len(threads) > 1 and openvino_delegated(read_any_manifest(a.bundle)):
+            code, results = per_thread_process(list(sys.argv[1:] if argv is None else argv), threads)
+            if code == 0:
+                print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
+            return code  # otherwise the child's CLI said why, in one line
         if kind == "chunk" and a.stages:
             p.error(f"--stages: {a.bundle} is a single-pass bundle (one stage); expected the reference kind or an "
                     "imported VLA")

@@ -14,13 +14,17 @@ HOST_PY=${HOST_PY:-$HOME/.cache/omni_vla/venv/bin/python}
 TESTS=${ARM64_TESTS:-tests/core tests/runtime tests/inference tests/safety}
 # Left out: tests that build bundles with torch, and the three that need rclpy (no aarch64 ros-jazzy wheels here).
 # The supervisor's oracle and fuzz tests run: MuJoCo (its aarch64 wheel) compiles the real robot descriptions.
+# Also left out: eager torch's entry point (registered by installing the package; here it runs from a path) and a
+# worker started with a 5 s start-up budget, which loading under emulation may exceed.
 IGNORE="--ignore=tests/runtime/test_runtime_backends.py --ignore=tests/runtime/test_runtime_bundle.py
   --ignore=tests/runtime/test_runtime_text.py --ignore=tests/inference/test_policy_interface.py --ignore=tests/safety/test_bench_safety.py
   --ignore=tests/safety/test_shared_helpers.py --ignore=tests/inference/test_worker_spawn.py
   --deselect=tests/safety/test_independence.py::test_importing_every_safety_module_loads_no_runtime_policy_or_sim_code
   --deselect=tests/core/test_assembly.py::test_eval_defaults_are_read_from_the_nodes_parameter_file
   --deselect=tests/core/test_loop_controller.py::test_cloud_plan_longer_than_a_chunk_runs_whole_then_local_chunks_resume
-  --deselect=tests/inference/test_inference.py::test_worker_with_real_mnn_bundle_matches_the_in_process_runtime"
+  --deselect=tests/inference/test_inference.py::test_worker_with_real_mnn_bundle_matches_the_in_process_runtime
+  --deselect=tests/runtime/test_registry.py::test_eager_torch_is_a_registered_entry_point_not_a_runtime_import
+  --deselect=tests/inference/test_inference.py::test_the_hang_bound_never_exceeds_the_start_up_budget"
 
 step() { echo "[aarch64] $*"; }
 
@@ -63,6 +67,7 @@ for d in proc dev; do mountpoint -q "$ROOT/$d" || mount --bind "/$d" "$ROOT/$d";
 trap 'umount "$ROOT/repo" "$ROOT/proc" "$ROOT/dev" 2>/dev/null || true' EXIT
 ln -sfn /repo/safety "$ROOT/shim/omni_vla_safety"
 ln -sfn /repo/omni_vla "$ROOT/shim/omni_vla"
+ln -sfn /repo/sim "$ROOT/shim/omni_vla_sim"  # the simulated Panda's MJCF, checked against MuJoCo by the oracle tests
 # MuJoCo compiles the robot descriptions only: no renderer (and no libEGL) on the robot path.
 RUN="cd /repo && PYTHONPATH=/shim:/repo/tests/support PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 MUJOCO_GL=disable"
 step "parity of bundles/reference on aarch64"

@@ -94,6 +94,12 @@ def read_any_manifest(bundle_dir: str | Path) -> AnyManifest:
     return validate_json(path, raw, spec.manifest, spec.format)  # type: ignore[return-value]
 
 
+def openvino_delegated(manifest: AnyManifest) -> bool:
+    """Whether a program of the bundle runs on ExecuTorch's OpenVINO delegate, which is configured once per process
+    (runtime/openvino.py): a second thread count needs a process of its own."""
+    return any(a.delegate == "openvino" for stage in manifest.stages.values() for a in stage.artifacts.values())
+
+
 def runnable_backends(bundle_dir: str | Path) -> tuple[str, ...]:
     """The loop backends `bundle_dir` runs on: eager PyTorch only for the reference flow kind (it reruns that
     policy's checkpoint), the robot backends whose programs every stage of a format-3 bundle lists."""

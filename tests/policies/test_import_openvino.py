@@ -101,6 +101,16 @@ def test_bench_runtime_times_each_thread_count_of_an_openvino_bundle_in_a_proces
     assert all(r["backends"]["executorch"]["median_ms"] > 0 for r in runs), runs
 
 
+def test_bench_runtime_over_thread_counts_without_openvino_is_refused_in_one_line(bundle: Path, tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "omni_vla.tools.cli", "bench", "runtime", "--bundle", str(bundle),
+                          "--threads", "1,2", "--reps", "1", "--warmup", "0", "--backends", "executorch", "--json"],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMNI_VLA_OPENVINO_DIR": str(tmp_path / "none")})
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("omni-vla bench runtime:")]
+    assert res.returncode == 2 and len(lines) == 1 and "make setup-openvino" in lines[0], res.stderr[-2000:]
+    assert "Traceback" not in res.stderr and res.stdout == ""
+
+
 def test_a_robot_without_openvino_refuses_the_bundle_in_one_line_naming_the_set_up(bundle: Path, tmp_path: Path) -> None:
     got = _run_in_child(bundle, 1, {**os.environ, "OMNI_VLA_OPENVINO_DIR": str(tmp_path / "none")})
     assert "OpenVINO is not installed" in got["error"] and "make setup-openvino" in got["error"], got
