@@ -260,14 +260,14 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(cold_start(a.cold_start, a.bundle, threads[0])), file=real)
             return 0
         kind = sniff_kind(a.bundle)
+        if kind == "chunk" and a.stages:
+            p.error(f"--stages: {a.bundle} is a single-pass bundle (one stage); expected the reference kind or an "
+                    "imported VLA")
         if kind is not None and len(threads) > 1 and openvino_delegated(read_any_manifest(a.bundle)):
             code, results = per_thread_process(list(sys.argv[1:] if argv is None else argv), threads)
             if code == 0:
                 print(json.dumps(results) if a.json else json.dumps(results, indent=2), file=real)
             return code  # otherwise the child's CLI said why, in one line
-        if kind == "chunk" and a.stages:
-            p.error(f"--stages: {a.bundle} is a single-pass bundle (one stage); expected the reference kind or an "
-                    "imported VLA")
         if kind == "vla":  # an imported staged VLA (SmolVLA, pi0, pi0.5): whole chunks per runtime, stages if asked
             bench_staged = importlib.import_module("omni_vla_policies.bench_staged").bench_staged
             results = [bench_staged(a.bundle, n, a.reps, a.warmup, tuple(a.backends), stages=a.stages)
