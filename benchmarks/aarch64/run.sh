@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The robot path on aarch64, under emulation: an arm64 Debian root (debootstrap) run through qemu-user (binfmt_misc),
-# a venv in it with the robot's requirements as aarch64 wheels from PyPI plus the test tools, then the ROS-free
+# a venv in it with the robot's requirements as aarch64 wheels from PyPI plus MuJoCo and the test tools, then the ROS-free
 # robot-path tests and the parity of the shipped bundle on every robot runtime against eager PyTorch on this machine.
 #
 #   make aarch64 [ARM64_ROOT=~/.cache/omni_vla/arm64root] [ARM64_TESTS="tests/core ..."] [ARM64_OUT=dir]
@@ -62,9 +62,11 @@ fi
 step "recording eager PyTorch and each runtime on this machine ($(uname -m))"
 mkdir -p "$OUT" "$ROOT/repo" "$ROOT/shim"
 "$HOST_PY" "$HERE/benchmarks/aarch64/parity.py" record --bundle "$HERE/bundles/reference" --out "$ROOT/tmp/ref.npz"
-mountpoint -q "$ROOT/repo" || mount --bind "$HERE" "$ROOT/repo"
-for d in proc dev; do mountpoint -q "$ROOT/$d" || mount --bind "/$d" "$ROOT/$d"; done
-trap 'umount "$ROOT/repo" "$ROOT/proc" "$ROOT/dev" 2>/dev/null || true' EXIT
+# Mounts left by an earlier run (of another checkout, say) go first: /repo must be this checkout.
+for d in repo proc dev; do while mountpoint -q "$ROOT/$d"; do umount -l "$ROOT/$d"; done; done
+mount --bind "$HERE" "$ROOT/repo"
+for d in proc dev; do mount --bind "/$d" "$ROOT/$d"; done
+trap 'for d in repo proc dev; do umount -l "$ROOT/$d" 2>/dev/null || true; done' EXIT
 ln -sfn /repo/safety "$ROOT/shim/omni_vla_safety"
 ln -sfn /repo/omni_vla "$ROOT/shim/omni_vla"
 ln -sfn /repo/sim "$ROOT/shim/omni_vla_sim"  # the simulated Panda's MJCF, checked against MuJoCo by the oracle tests
@@ -75,17 +77,21 @@ chroot "$ROOT" /bin/sh -c "$RUN /venv/bin/python benchmarks/aarch64/parity.py ch
   --ref /tmp/ref.npz" | tail -1 > "$OUT/parity.json"
 cat "$OUT/parity.json"
 step "the robot-path tests on aarch64: $TESTS"
+status=0  # a failing test still gets its summary into the JSON; the exit code says it failed
 chroot "$ROOT" /bin/sh -c "$RUN /venv/bin/python -m pytest -q -p no:cacheprovider $(echo $IGNORE) $TESTS" \
-  | tee "$OUT/tests.log" | tail -5
+  | tee "$OUT/tests.log" | tail -5 || status=$?
 cd "$HERE"
 "$HOST_PY" - "$OUT" "$TESTS" <<'PY'
 import json, subprocess, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-summary = (out / "tests.log").read_text().strip().splitlines()[-1]
+lines = (out / "tests.log").read_text().strip().splitlines()
 report = {"command": "make aarch64", "commit": commit, "parity": json.loads((out / "parity.json").read_text()),
-          "tests": sys.argv[2], "tests_summary": summary}
-(out / "aarch64.json").write_text(json.dumps(report, indent=1) + "\n")
+          "tests": sys.argv[2], "tests_summary": lines[-1], "tests_failed": [ln for ln in lines if ln.startswith("FAILED")]}
+tmp = out / "aarch64.json.tmp"
+tmp.write_text(json.dumps(report, indent=1) + "\n")
+tmp.replace(out / "aarch64.json")
 print(json.dumps(report))
 PY
+exit "$status"
