@@ -227,21 +227,24 @@ def _plot_bench_runtime(ax, extra: dict, int8: dict | None = None) -> None:  # n
 
 
 def _plot_openvino(ax, ov: dict) -> None:  # noqa: ANN001
-    """The OpenVINO-delegated bundle against XNNPACK, whole chunk per interleaved round (bench_runtime_stages_openvino)."""
+    """The OpenVINO-delegated bundle against XNNPACK, whole chunk per interleaved round (bench_runtime_stages_openvino),
+    on the busy machine and, where recorded, the idle one (its `idle` entry)."""
     colors = {"openvino": "tab:red", "xnnpack": "tab:blue"}
-    for i, threads in enumerate((1, 2)):
-        per = ov["summary"][f"{threads}_threads"]
+    groups = [(f"{t} thr\nbusy", ov["summary"][f"{t}_threads"]) for t in (1, 2)]
+    if ov.get("idle"):
+        groups += [(f"{t} thr\nidle", ov["idle"]["summary"][f"{t}_threads"]) for t in (1, 2)]
+    for i, (_, per) in enumerate(groups):
         for j, variant in enumerate(("openvino", "xnnpack")):
             got = [ms / 1e3 for ms in per[f"chunk_ms_{variant}_per_round"]]
             x = i + (j - 0.5) * 0.35
             ax.bar(x, statistics.median(got), 0.35, color=colors[variant], label=variant if i == 0 else None)
             ax.plot([x] * len(got), got, "k.", ms=4)
-        ratios = ", ".join(f"{r:.2f}" for r in per["openvino_over_xnnpack_per_round"])
-        ax.text(i, max(per["chunk_ms_openvino_per_round"] + per["chunk_ms_xnnpack_per_round"]) / 1e3, f"ov/xnn {ratios}",
+        ratios = "\n".join(f"{r:.2f}" for r in per["openvino_over_xnnpack_per_round"])
+        ax.text(i, max(per["chunk_ms_openvino_per_round"] + per["chunk_ms_xnnpack_per_round"]) / 1e3, ratios,
                 ha="center", va="bottom", fontsize=7)
-    ax.set_xticks([0, 1], ["1 thr", "2 thr"])
-    ax.set_ylabel("whole chunk (s), rounds as dots")
-    ax.set_title(f"OpenVINO vs XNNPACK, busy ({ov['date']})", fontsize=9)
+    ax.set_xticks(range(len(groups)), [name for name, _ in groups], fontsize=7)
+    ax.set_ylabel("whole chunk (s), rounds as dots; ov/xnn per round above")
+    ax.set_title(f"OpenVINO vs XNNPACK ({ov['date']})", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
 
 
