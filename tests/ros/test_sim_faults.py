@@ -6,8 +6,14 @@ The real sim_node and safety_supervisor processes (config/ as shipped) run while
 - the proposer goes silent (what the supervisor sees when vla_node's inference worker is killed or hangs);
 - an e-stop;
 - the simulator goes silent (SIGSTOP for 0.3 s: no joint states, no physics, then it resumes).
-Every joint state the sim publishes is checked against config/joint_limits.yaml, read here with plain YAML: the
-velocity the physics reports and the velocity from consecutive positions over their stamps (the physics clock).
+Checked against config/joint_limits.yaml, read here with plain YAML:
+- every command the supervisor sends the sim: no joint moves more than its velocity limit times the supervisor's
+  period (config/safety_supervisor.yaml) from one command to the next, through every fault;
+- every joint state the sim publishes: the velocity the physics reports and the one from consecutive positions
+  over their stamps (the physics clock). Where the sim ticked late or commands reached it late (a loaded machine),
+  its servo catches up on the jump, briefly faster than the commands it follows: the state is judged against the
+  limit times the bound for the lateness before it (tests/support/servo_ripple.py, measured on the sim's physics
+  in tests/sim/test_robot_model.py; docs/decisions/0013).
 Recovery is what an operator should expect: the arm follows again by itself once proposals or joint states
 return; after an e-stop only after the operator releases it, resets it and re-syncs the command (docs/robot.md).
 """
@@ -30,8 +36,9 @@ from builtin_interfaces.msg import Duration  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from rosutil import free_domain_id, ros_context, spin_until  # noqa: E402
+from servo_ripple import ripple_bound  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Bool, String  # noqa: E402
+from std_msgs.msg import Bool, Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
@@ -43,7 +50,12 @@ VMAX = np.array([LIMITS[n]["max_velocity"] for n in NAMES])
 POSE_A = np.array([-0.9, -0.3, 0.0, -2.4, -1.2, 1.2, -1.5, 0.005])
 POSE_B = np.array([0.9, -0.3, 0.0, -1.2, 1.2, 2.6, 1.5, 0.039])
 STEP = 0.9 * VMAX * 0.05  # each 20 Hz proposal asks for 90% of the velocity limit over its period
-MEASURE_TOL = 1.02  # the physics' velocity may exceed a command's by rounding and integration, not more
+_SUPERVISOR = yaml.safe_load((REPO / "config" / "safety_supervisor.yaml").read_text())["safety_supervisor"]
+COMMAND_PERIOD = 1.0 / _SUPERVISOR["ros__parameters"]["rate_hz"]
+_SIM = yaml.safe_load((REPO / "config" / "sim_node.yaml").read_text())["sim_node"]
+STATE_PERIOD = 1.0 / _SIM["ros__parameters"]["joint_state_hz"]
+LATE = 1.5  # a gap between commands longer than this many periods may hide commands this test missed
+SERVO_MEMORY_S = 0.3  # the servo's slow pole is 10/s (decision 0013): a late command's effect is under 5% 0.3 s later
 
 
 class Operator:
@@ -52,6 +64,7 @@ class Operator:
     def __init__(self, node: Any) -> None:
         self.node = node
         self.states: list[tuple[float, np.ndarray, np.ndarray]] = []  # (stamp, position, velocity)
+        self.commands = CommandLog(node)
         self.status: dict[str, Any] = {}
         self.proposing = True
         self.goal = POSE_B
@@ -111,15 +124,81 @@ class Operator:
         return self.status.get("state") == "active" and not self.status.get("stopped", True)
 
 
-def measured_excess(states: list[tuple[float, np.ndarray, np.ndarray]]) -> list[str]:
-    """Every joint state whose velocity (reported, or from consecutive positions) is beyond the limit."""
+class CommandLog:
+    """Every command the supervisor sends the sim, with its arrival here (wall clock, as the joint states' stamps)."""
+
+    def __init__(self, node: Any) -> None:
+        self.arrivals: list[float] = []
+        self.positions: list[np.ndarray] = []
+        deep = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        node.create_subscription(Float64MultiArray, "/forward_position_controller/commands", self._on_command, deep)
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        self.arrivals.append(time.time())
+        self.positions.append(np.array(msg.data))
+
+    def since(self, t0: float) -> tuple[np.ndarray, np.ndarray]:
+        k = int(np.searchsorted(self.arrivals, t0))
+        return np.array(self.arrivals[k:]), np.array(self.positions[k:]).reshape(-1, len(NAMES))
+
+
+def command_excess(arrivals: np.ndarray, positions: np.ndarray) -> list[str]:
+    """Every command that moved a joint further from the one before than the velocity limit allows per period.
+
+    The supervisor's limiter steps once per period whatever the clock says, so arrival times do not enter, except
+    to count the periods of commands this test may have missed while it was descheduled (a gap in arrivals)."""
     bad = []
-    for (t0, q0, _), (t1, q1, v1) in zip(states, states[1:]):
-        dq = np.abs(q1 - q0) / (t1 - t0) if t1 > t0 else np.zeros_like(q1)
-        for name, v, d, lim in zip(NAMES, np.abs(v1), dq, VMAX):
-            if v > lim * MEASURE_TOL or d > lim * MEASURE_TOL:
-                bad.append(f"{name} at t={t1:.3f}: reported {v:.3f}, from positions {d:.3f} > {lim}")
+    for k in range(1, len(arrivals)):
+        gap = arrivals[k] - arrivals[k - 1]
+        periods = max(1, round(gap / COMMAND_PERIOD)) + int(gap > LATE * COMMAND_PERIOD)
+        allowed = VMAX * COMMAND_PERIOD * periods * (1 + 1e-9) + 1e-12
+        for name, moved, lim, ok in zip(NAMES, np.abs(positions[k] - positions[k - 1]), allowed,
+                                        np.abs(positions[k] - positions[k - 1]) <= allowed):
+            if not ok:
+                bad.append(f"{name}: command moved {moved:.6f} in {periods} period(s), limit allows {lim:.6f}")
     return bad
+
+
+def lateness(states: list[tuple[float, np.ndarray, np.ndarray]], arrivals: np.ndarray) -> np.ndarray:
+    """Per joint state: the longest gap, in periods, between joint states or between commands that ended within
+    SERVO_MEMORY_S before it (1: sim and commands on time), the lateness the servo may still be catching up on."""
+    stamps = np.array([t for t, _, _ in states])
+    ends = np.concatenate([stamps[1:], arrivals[1:]])
+    sizes = np.concatenate([np.diff(stamps) / STATE_PERIOD, np.diff(arrivals) / COMMAND_PERIOD])
+    late = np.ones(len(stamps))
+    for i, t in enumerate(stamps):
+        recent = sizes[(ends > t - SERVO_MEMORY_S) & (ends <= t)]
+        if recent.size:
+            late[i] = max(1.0, float(recent.max()))
+    return late
+
+
+def measured_excess(states: list[tuple[float, np.ndarray, np.ndarray]], late: np.ndarray) -> list[str]:
+    """Every joint state whose velocity (reported, or from consecutive positions) is beyond the limit, allowing the
+    servo's catching up on the lateness before it (tests/support/servo_ripple.py)."""
+    bad = []
+    for (t0, q0, _), (t1, q1, v1), g in zip(states, states[1:], late[1:]):
+        dq = np.abs(q1 - q0) / (t1 - t0) if t1 > t0 else np.zeros_like(q1)
+        tol = ripple_bound(g)
+        for name, v, d, lim in zip(NAMES, np.abs(v1), dq, VMAX):
+            if v > lim * tol or d > lim * tol:
+                bad.append(f"{name} at t={t1:.3f}: reported {v:.3f}, from positions {d:.3f} > {lim} x {tol:.2f} "
+                           f"(commands or joint states up to {g:.1f} periods apart before it)")
+    return bad
+
+
+def assert_within_limits(fault: str, states: list[tuple[float, np.ndarray, np.ndarray]], commands: CommandLog) -> None:
+    """Commands strictly within the limits throughout; the arm within them but for its servo catching up on lateness."""
+    arrivals, positions = commands.since(states[0][0])
+    assert len(arrivals) > 50, f"{fault}: only {len(arrivals)} commands seen"
+    wrong = command_excess(arrivals, positions)
+    assert not wrong, f"{fault}: {len(wrong)} commands beyond the velocity limits: {wrong[:5]}"
+    late = lateness(states, arrivals)
+    print(f"{fault}: peak velocity / limit {np.round(peak_fraction(states), 3).tolist()}, "  # pytest -s shows it
+          f"{len(arrivals)} commands; lateness up to {late.max():.1f} periods, "
+          f"over 1.5 at {(late > 1.5).sum()} of {len(states)} joint states")
+    excess = measured_excess(states, late)
+    assert not excess, f"{fault}: {len(excess)} joint states beyond the velocity limits: {excess[:5]}"
 
 
 def peak_fraction(states: list[tuple[float, np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -151,10 +230,7 @@ def _fault_window(op: Operator, ex: Any) -> int:
 
 
 def _check(op: Operator, start: int, fault: str) -> None:
-    window = op.states[start - 50:]
-    excess = measured_excess(window)
-    print(f"{fault}: peak velocity / limit {np.round(peak_fraction(window), 3).tolist()}")  # pytest -s shows it
-    assert not excess, f"{fault}: {len(excess)} joint states beyond the velocity limits: {excess[:5]}"
+    assert_within_limits(fault, op.states[max(0, start - 50):], op.commands)
 
 
 def test_proposals_stopping_mid_motion_stop_the_arm_within_its_limits_and_it_follows_again_when_they_return(
@@ -224,6 +300,7 @@ class PolicyWatch:
         from rclpy.qos import DurabilityPolicy
 
         self.states: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.commands = CommandLog(node)
         self.vla: dict[str, str] = {}
         self.sim: dict[str, Any] = {}
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -281,7 +358,5 @@ def test_the_policys_inference_worker_failing_mid_motion_leaves_the_arm_within_i
     assert int(watch.vla["worker_pid"]) != pid
     chunks = int(watch.vla["chunks"])
     assert spin_until(ex, lambda: int(watch.vla["chunks"]) > chunks, 10), "no chunk from the restarted worker"
-    excess = measured_excess(watch.states[start - 50:])
-    print(f"{fault.name}: peak velocity / limit {np.round(peak_fraction(watch.states[start - 50:]), 3).tolist()}")
-    assert not excess, f"{fault.name}: {len(excess)} joint states beyond the velocity limits: {excess[:5]}"
+    assert_within_limits(fault.name, watch.states[max(0, start - 50):], watch.commands)
     assert g.dead() == []

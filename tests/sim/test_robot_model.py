@@ -77,3 +77,44 @@ def test_limits_file_missing_a_joint_is_refused(tmp_path) -> None:
     bad.write_text(cut)
     with pytest.raises(ValueError, match="panda_finger_joint1"):
         robot.load_limits(bad)
+
+
+def _follow_late(env: PandaTaskEnv, joint: int, late: int) -> tuple[float, float]:
+    """Commands at 90% of the joint's velocity limit, one per 100 Hz period but applied `late` at once (the last of
+    each group); the servo sampled every physics step. Returns the largest reported velocity and the largest over
+    one period of positions, each over the commands' velocity."""
+    env.reset(seed=1)
+    name = robot.JOINT_NAMES[joint]
+    lim = robot.load_limits()[name]
+    target = env.joint_state()[0]
+    target[joint] = lim.min_position + 0.1 * (lim.max_position - lim.min_position)
+    env.set_targets(target)
+    env.advance(300)
+    speed = 0.9 * lim.max_velocity
+    steps = round(0.01 / env.config.physics_dt)
+    periods = min(60, int(0.8 * (lim.max_position - lim.min_position) / (speed * 0.01)))
+    reported, positions = [], []
+    for k in range(periods):
+        target[joint] += speed * 0.01
+        if (k + 1) % late == 0:
+            env.set_targets(target)
+        for _ in range(steps):
+            env.advance(1)
+            q, v = env.joint_state()
+            reported.append(abs(v[joint]))
+            positions.append(q[joint])
+    pos = np.array(positions)
+    over_period = np.abs(pos[steps:] - pos[:-steps]) / 0.01
+    return max(reported) / speed, float(over_period.max()) / speed
+
+
+@pytest.mark.parametrize("late", [1, 2, 3, 4, 6, 10])
+@pytest.mark.parametrize("joint", [0, 3, 5, 7], ids=["joint1", "joint4", "joint6", "gripper"])
+def test_the_servo_outruns_commands_that_reach_it_late_by_no_more_than_the_ripple_bound(
+        env: PandaTaskEnv, joint: int, late: int) -> None:
+    from servo_ripple import ripple_bound
+
+    reported, over_period = _follow_late(env, joint, late)
+    assert reported <= ripple_bound(late) and over_period <= ripple_bound(late), (reported, over_period)
+    if late >= 4:  # the catching up is real: judged against the stream's velocity alone, a late stream would fail
+        assert max(reported, over_period) > 1.05, (reported, over_period)
