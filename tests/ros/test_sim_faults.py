@@ -36,7 +36,7 @@ from builtin_interfaces.msg import Duration  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from rosutil import free_domain_id, ros_context, spin_until  # noqa: E402
-from servo_ripple import MAX_LATENESS, ripple_bound  # noqa: E402
+from servo_ripple import ripple_bound  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Bool, Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -171,7 +171,7 @@ def lateness(states: list[tuple[float, np.ndarray, np.ndarray]], state_arrivals:
              command_arrivals: np.ndarray) -> np.ndarray:
     """Per joint state: the longest gap, in periods, between joint states (their stamps: the sim ticking late) or
     between commands (their arrivals here: delivered late) that ended, as it arrived here, within SERVO_MEMORY_S
-    before it (1: on time), capped at MAX_LATENESS: the lateness the servo may still be catching up on."""
+    before it (1: on time): the lateness the servo may still be catching up on."""
     stamps = np.array([t for t, _, _ in states])
     ends = np.concatenate([state_arrivals[1:], command_arrivals[1:]])
     sizes = np.concatenate([np.diff(stamps) / STATE_PERIOD, np.diff(command_arrivals) / COMMAND_PERIOD])
@@ -179,7 +179,7 @@ def lateness(states: list[tuple[float, np.ndarray, np.ndarray]], state_arrivals:
     for i, t in enumerate(state_arrivals):
         recent = sizes[(ends > t - SERVO_MEMORY_S) & (ends <= t + ARRIVAL_SLACK_S)]
         if recent.size:
-            late[i] = min(MAX_LATENESS, max(1.0, float(recent.max())))
+            late[i] = max(1.0, float(recent.max()))
     return late
 
 
