@@ -26,11 +26,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
-from lerobot_env import lerobot_python, pi0_python, served_policy, smolvla_python  # noqa: E402
+from lerobot_env import lerobot_python, pi0_python, served_policy  # noqa: E402
 from omni_vla_sim.eval import EvalSettings, evaluate  # noqa: E402
 from omni_vla_sim.served import evaluate_served  # noqa: E402
 
-PYTHONS = {"act": lerobot_python, "smolvla": smolvla_python, "pi0": pi0_python, "pi05": pi0_python}
+PYTHONS = {"act": lerobot_python, "smolvla": lerobot_python, "pi0": pi0_python, "pi05": pi0_python}
 
 
 def run_summary(name: str, report: dict[str, Any]) -> dict[str, Any]:

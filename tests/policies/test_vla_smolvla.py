@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from lerobot_env import lerobot_env, smolvla_python
+from lerobot_env import lerobot_env, lerobot_python
 
 from omni_vla_policies.vla.bench_vla import STAGES as STAGE_NAMES
 from omni_vla_policies.vla.bench_vla import bench
@@ -34,7 +34,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """LeRobot's SmolVLAPolicy (random, seeded) at test size: its weights and its per-stage outputs."""
     root = tmp_path_factory.mktemp("smolvla_ref")
     (root / "spec.json").write_text(json.dumps(spec(tiny(), seed=1, valid_tokens=4)))
-    out = subprocess.run([str(smolvla_python()), str(REFERENCE), str(root / "ref"), str(root / "spec.json")],
+    out = subprocess.run([str(lerobot_python()), str(REFERENCE), str(root / "ref"), str(root / "spec.json")],
                          capture_output=True, text=True, timeout=600, env=lerobot_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return root / "ref"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from import_cli import imported_bundle
-from lerobot_env import PANDA_JOINTS, imported_act, lerobot_smolvla, served_policy, smolvla_python
+from lerobot_env import PANDA_JOINTS, imported_act, lerobot_smolvla, served_policy
 
 ACT = {"seed": 5, "cameras": ["front", "wrist"], "image_size": [64, 64], "state_dim": 8, "action_dim": 8, "env_dim": 4,
        "norm": {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
@@ -81,7 +81,7 @@ def test_the_imported_smolvla_agrees_with_lerobots_own_at_every_step_of_an_evalu
     ref = lerobot_smolvla(tmp_path)
     bundle = imported_bundle(ref, PANDA_JOINTS, "panda_finger_joint1")
     checkpoint = ref / "pretrained_model"
-    with served_policy(checkpoint, smolvla_python()) as url:
+    with served_policy(checkpoint) as url:
         report = evaluate_served(_settings(bundle, episodes=1, noise_scale=1.0), url, checkpoint)
     agreement = report["served"]
     print(agreement)
@@ -106,7 +106,7 @@ def test_a_smolvla_trained_by_lerobot_train_on_our_demonstrations_agrees_served_
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["type"] == "smolvla" and config["input_features"]["observation.images.front"]["shape"] == [3, 64, 64]
     bundle = imported_bundle(checkpoint.parent, PANDA_JOINTS, "panda_finger_joint1")
-    with served_policy(checkpoint, smolvla_python()) as url:
+    with served_policy(checkpoint) as url:
         report = evaluate_served(_settings(bundle, episodes=1, noise_scale=1.0), url, checkpoint)
     agreement = report["served"]
     print(agreement)

@@ -20,9 +20,10 @@ from typing import Iterator
 
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
+from built_once import built_once
+
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "lerobot_requirements.txt"
-SMOLVLA_REQUIREMENTS = HERE / "smolvla_requirements.txt"
 PI0_REQUIREMENTS = HERE / "pi0_requirements.txt"
 PYTHON312 = Path(os.environ.get("OMNI_VLA_PYTHON312", "/root/.pyenv/versions/3.12.1/bin/python3.12"))
 REFERENCE = HERE / "lerobot_reference.py"
@@ -48,33 +49,25 @@ def _pip(python: Path, *args: str) -> None:
 
 
 def lerobot_python(requirements: Path = REQUIREMENTS, prefix: str = "lerobot", base: Path | None = None) -> Path:
-    """The interpreter of LeRobot's venv, building it (minutes, once) when the requirements changed; `base`: the
-    interpreter the venv is made from (default: this one)."""
+    """The interpreter of LeRobot's venv (ACT and SmolVLA by default), building it (minutes, once) when the requirements
+    changed; `base`: the interpreter the venv is made from (default: this one)."""
     text = requirements.read_text()
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    venv = CACHE / f"{prefix}-{key}"
-    python = venv / "bin" / "python"
-    stamp = venv / ".omni_vla-ready"
-    if stamp.is_file():
-        return python
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([str(base or sys.executable), "-m", "venv", str(venv)], check=True)
-    lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
-    pins = [ln for ln in lines if ln]
-    torch_pins = [p for p in pins if p.startswith(("torch==", "torchvision=="))]
-    no_deps = [p.replace("--no-deps", "").strip() for p in pins if "--no-deps" in p]
-    rest = [p for p in pins if p not in torch_pins and "--no-deps" not in p]
-    _pip(python, *torch_pins)
-    if no_deps:
-        _pip(python, "--no-deps", *no_deps)
-    _pip(python, *rest)
-    stamp.write_text(text)
-    return python
 
+    def build(venv: Path) -> None:
+        python = venv / "bin" / "python"
+        subprocess.run([str(base or sys.executable), "-m", "venv", str(venv)], check=True)
+        lines = [ln.split("#")[0].strip() for ln in text.splitlines()]
+        pins = [ln for ln in lines if ln]
+        torch_pins = [p for p in pins if p.startswith(("torch==", "torchvision=="))]
+        no_deps = [p.replace("--no-deps", "").strip() for p in pins if "--no-deps" in p]
+        rest = [p for p in pins if p not in torch_pins and "--no-deps" not in p]
+        _pip(python, *torch_pins)
+        if no_deps:
+            _pip(python, "--no-deps", *no_deps)
+        _pip(python, *rest)
 
-def smolvla_python() -> Path:
-    """LeRobot with its smolvla extra (transformers<5), a second venv so the first one's pins stay untouched."""
-    return lerobot_python(SMOLVLA_REQUIREMENTS, "smolvla")
+    return built_once(CACHE / f"{prefix}-{key}", text, build) / "bin" / "python"
 
 
 def pi0_python() -> Path:
@@ -95,11 +88,8 @@ def served_env(python: Path) -> dict[str, str]:
     """The environment lerobot_server.py runs in with `python` (a LeRobot venv): the wire packages on its path,
     installed once from PyPI into a directory keyed by their pins and that interpreter."""
     key = hashlib.sha256(" ".join((str(python), *SERVER_WIRE)).encode()).hexdigest()[:16]
-    target = CACHE / f"lerobot-wire-{key}"
-    if not (target / ".omni_vla-ready").is_file():
-        shutil.rmtree(target, ignore_errors=True)
-        _pip(python, "--no-deps", "--target", str(target), *SERVER_WIRE)
-        (target / ".omni_vla-ready").write_text("\n".join(SERVER_WIRE))
+    target = built_once(CACHE / f"lerobot-wire-{key}", "\n".join(SERVER_WIRE),
+                        lambda d: _pip(python, "--no-deps", "--target", str(d), *SERVER_WIRE))
     return lerobot_env(PYTHONPATH=str(target), OMP_NUM_THREADS="1")
 
 
@@ -192,7 +182,7 @@ def lerobot_smolvla(root: Path, tokenizer_max_length: int = 8) -> Path:
     spec = {"vlm_dir": str(vlm), "smolvla": fields, "cameras": SMOLVLA_CAMERAS, "state_dim": len(PANDA_JOINTS),
             "action_dim": len(PANDA_JOINTS), "seed": 3, "task": SMOLVLA_TASK}
     (root / "spec.json").write_text(json.dumps(spec))
-    out = subprocess.run([str(smolvla_python()), str(SMOLVLA_CHECKPOINT), str(root / "ref"), str(root / "spec.json")],
+    out = subprocess.run([str(lerobot_python()), str(SMOLVLA_CHECKPOINT), str(root / "ref"), str(root / "spec.json")],
                          capture_output=True, text=True, timeout=900, env=lerobot_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return root / "ref"

@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from lerobot_env import HERE, lerobot_env, lerobot_python, smolvla_python, write_smolvla_vlm
+from lerobot_env import HERE, lerobot_env, lerobot_python, write_smolvla_vlm
 
 COMMON = ("--dataset.repo_id=local/omni_vla", "--policy.device=cpu", "--policy.push_to_hub=false",
           "--wandb.enable=false", "--batch_size=32", "--num_workers=1", "--seed=0")
@@ -40,7 +40,7 @@ def train(policy: str, dataset: Path, out: Path, steps: int, vlm: Path | None = 
           timeout: float = 7200) -> Path:
     """lerobot_train on `dataset` into `out`; the last checkpoint's pretrained_model directory. Raises with the
     log's tail when training fails."""
-    recipe, python = {"act": (ACT, lerobot_python), "smolvla": (SMOLVLA, smolvla_python)}[policy]
+    recipe = {"act": ACT, "smolvla": SMOLVLA}[policy]
     if policy == "smolvla":
         if vlm is None:
             raise ValueError("smolvla needs its VLM directory (lerobot_env.write_smolvla_vlm)")
@@ -50,7 +50,7 @@ def train(policy: str, dataset: Path, out: Path, steps: int, vlm: Path | None = 
     log = log or out.parent / f"{out.name}.log"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as sink:
-        rc = subprocess.run([str(python()), str(TRAIN), *COMMON, *recipe, f"--dataset.root={dataset}",
+        rc = subprocess.run([str(lerobot_python()), str(TRAIN), *COMMON, *recipe, f"--dataset.root={dataset}",
                              f"--steps={steps}", f"--save_freq={steps}", f"--output_dir={out}"],
                             stdout=sink, stderr=subprocess.STDOUT, timeout=timeout, env=env).returncode
     if rc != 0:

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from built_once import built_once
 from omni_vla.runtime.openvino import configured_library, installed_libs
 from omni_vla_policies.vla.openvino_delegate import setup_key, setup_openvino
 
@@ -15,12 +16,7 @@ CACHE = Path(os.environ.get("OMNI_VLA_CACHE", Path.home() / ".cache" / "omni_vla
 def openvino_dir() -> Path:
     """DIR with py/ (the export's openvino and nncf, and the runtime's libraries), installed when missing."""
     key = setup_key()
-    root = CACHE / f"openvino-{key}"
-    stamp = root / ".omni_vla-ready"
-    if not stamp.is_file():
-        setup_openvino(root, python=sys.executable)
-        stamp.write_text(key)
-    return root
+    return built_once(CACHE / f"openvino-{key}", key, lambda root: setup_openvino(root, python=sys.executable))
 
 
 def lib(root: Path, threads: int | None) -> str:

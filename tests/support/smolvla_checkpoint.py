@@ -1,6 +1,6 @@
 """A SmolVLA checkpoint written by LeRobot's own code, and what LeRobot's own pipeline makes of one observation.
 
-    python smolvla_checkpoint.py OUT_DIR SPEC.json      (in lerobot_env.smolvla_python(); never imported here)
+    python smolvla_checkpoint.py OUT_DIR SPEC.json      (in lerobot_env.lerobot_python(); never imported here)
 
 SPEC: {"vlm_dir": a directory holding the VLM's config.json and a tokenizer (tokenizer.json +
 tokenizer_config.json), "smolvla": SmolVLAConfig fields, "cameras": {name: [3, h, w]}, "state_dim", "action_dim",

@@ -1,4 +1,4 @@
-"""LeRobot's own SmolVLA, run in its own environment (lerobot_env.smolvla_python; never imported by the project).
+"""LeRobot's own SmolVLA, run in its own environment (lerobot_env.lerobot_python; never imported by the project).
 
     python smolvla_reference.py OUT_DIR SPEC.json
 
