@@ -34,7 +34,11 @@ def test_two_processes_asking_at_once_get_one_build_and_both_see_it_whole(tmp_pa
     target, log = tmp_path / "venv", tmp_path / "log"
     code = BUILDER.format(support=str(SUPPORT), log=str(log), target=str(target))
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    try:
+        outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
     assert [p.returncode for p in procs] == [0, 0]
     assert outs == [str(target)] * 2
     assert log.read_text().split() == ["start", "end"], "built twice, or the second removed the first's files"

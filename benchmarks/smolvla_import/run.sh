@@ -24,9 +24,11 @@ elif [ -n "$ROBOT" ]; then
   echo "run.sh: robot '$ROBOT': expected nothing (the benchmark's 6-joint robot) or sim" >&2; exit 2
 fi
 PY="$HOME/.cache/omni_vla/venv/bin/python"
-SMOL="$(ls -d "$HOME"/.cache/omni_vla/smolvla-*/bin/python 2>/dev/null | head -n1 || true)"
 [ -x "$PY" ] || { echo "run.sh: no project venv at $PY" >&2; exit 2; }
-[ -n "$SMOL" ] && [ -x "$SMOL" ] || { echo "run.sh: no LeRobot/SmolVLA venv at ~/.cache/omni_vla/smolvla-*/bin/python" >&2; exit 2; }
+# LeRobot's venv, the tests' own (built once when missing: minutes, from PyPI)
+SMOL="$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import lerobot_env; print(lerobot_env.lerobot_python())' \
+  "$ROOT/tests/support" 2>/dev/null | tail -n1 || true)"
+[ -n "$SMOL" ] && [ -x "$SMOL" ] || { echo "run.sh: could not build LeRobot's venv (tests/support/lerobot_env.py lerobot_python)" >&2; exit 2; }
 mkdir -p "$WORK" "$OUT"
 cd "$ROOT"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

@@ -11,8 +11,9 @@ STAMP = ".omni_vla-ready"
 
 
 def built_once(directory: Path, stamp: str, build: Callable[[Path], object]) -> Path:
-    """`directory`, made by `build` unless its stamp is there. The build holds an exclusive lock beside the directory,
-    so a second caller waits for it and then finds the stamp; a failed build leaves none, and the next caller starts
+    """`directory`, made by `build` unless its stamp file is there (`stamp` is its text, for a reader: what it was
+    built from; callers key the directory's name by it). The build holds an exclusive lock beside the directory, so a
+    second caller waits for it and then finds the stamp; a failed build leaves none, and the next caller starts
     afresh."""
     ready = directory / STAMP
     if ready.is_file():
@@ -21,7 +22,8 @@ def built_once(directory: Path, stamp: str, build: Callable[[Path], object]) -> 
     with open(directory.parent / f"{directory.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not ready.is_file():
-            shutil.rmtree(directory, ignore_errors=True)
+            if directory.exists():
+                shutil.rmtree(directory)  # a half-built one: fail loudly rather than build over leftovers
             build(directory)
             ready.write_text(stamp)
     return directory
